@@ -1,0 +1,21 @@
+# The two commands a newcomer needs (see README): `make serve` and `make test`.
+.PHONY: serve test install prepare doctor bench-engines
+
+install:
+	@bash scripts/install.sh
+
+prepare: install
+	@.venv/bin/python -m app models prepare
+
+serve: prepare
+	@.venv/bin/python -m app serve
+
+test: install
+	@.venv/bin/python -m app models prepare
+	@.venv/bin/python -m pytest -ra
+
+doctor: prepare
+	@.venv/bin/python -m app doctor
+
+bench-engines: prepare
+	@.venv/bin/python scripts/bench_engines.py

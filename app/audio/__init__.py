@@ -1,0 +1,1 @@
+"""Audio helpers and voice activity detection (VAD)."""

@@ -1,0 +1,204 @@
+"""Command line: ``python -m app`` or ``sub250``.
+
+  serve            start the stack and the server (ingests the sample knowledge base on first run)
+  ingest [DIR]     files -> chunks -> embeddings -> pgvector (idempotent), with a progress bar
+  models prepare   resolve and convert every model of the profile (offline; once)
+  models list      the profiles and what each stage runs
+  doctor           load every engine, print versions, load times and one timed call each
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from app.config import Settings
+from app.errors import Sub250Error
+
+log = logging.getLogger("sub250")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return Settings.from_env(
+        profile=getattr(args, "profile", None),
+        port=getattr(args, "port", None),
+        host=getattr(args, "host", None),
+    )
+
+
+# --- models ------------------------------------------------------------------------------------------
+
+
+def cmd_models_prepare(args: argparse.Namespace) -> int:
+    from app.modelstore import prepare
+    from app.profiles import load_profile
+
+    settings = _settings(args)
+    profile = load_profile(settings.profile)
+    print(f"preparing models of profile {profile.name!r} in {settings.models_dir}")
+    prepared = prepare(profile, settings.models_dir, force=args.force,
+                       progress=lambda stage: print(f"  {stage:<9}", end="", flush=True))
+    print()
+    for stage, paths in prepared.paths.items():
+        print(f"  {stage:<9} {paths['model']}  ({prepared.seconds[stage]:.1f} s)")
+    return 0
+
+
+def cmd_models_list(args: argparse.Namespace) -> int:
+    from app.profiles import available_profiles, load_profile
+
+    for name in available_profiles():
+        p = load_profile(name)
+        print(f"{name}: {p.description}")
+        for stage in ("vad", "asr", "embedder", "llm", "tts"):
+            cfg = p.stage(stage)
+            print(f"    {stage:<9} {cfg.get('backend', '') + ' ' if stage == 'llm' else ''}{cfg.get('source', cfg.get('base_url', ''))}")
+    return 0
+
+
+# --- ingest ------------------------------------------------------------------------------------------
+
+
+async def _ingest(stack: "object", folder: Path, *, prune: bool, force: bool, quiet: bool = False) -> "object":
+    from tqdm import tqdm
+
+    from app.rag.ingest import ingest_folder
+
+    bar = tqdm(total=0, unit="passage", desc="ingest", disable=quiet, file=sys.stderr)
+
+    def progress(done: int, total: int, source: str) -> None:
+        bar.total = total
+        bar.n = done
+        bar.set_postfix_str(source)
+        bar.refresh()
+
+    try:
+        report = await ingest_folder(folder, stack.store, stack.embedder, model_id=stack.embedding_model_id,
+                                     prune=prune, force=force, progress=progress)
+    finally:
+        bar.close()
+    return report
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from app.rag.kb import SAMPLE_KB
+    from app.stack import Stack
+
+    folder = Path(args.folder) if args.folder else SAMPLE_KB
+    if not folder.is_dir():
+        raise Sub250Error(f"knowledge base folder {folder} does not exist", "pass a folder of .md/.txt files")
+
+    async def run() -> int:
+        stack = Stack.from_settings(_settings(args))
+        try:
+            await stack.start(("db", "embedder"))
+            r = await _ingest(stack, folder, prune=args.prune, force=args.force)
+            total = await stack.store.count()
+            print(f"ingested {r.documents} documents ({r.chunks} chunks), {r.skipped} unchanged"
+                  f"{f', removed {len(r.removed)}' if r.removed else ''} in {r.seconds:.1f} s; {total} chunks in the store")
+        finally:
+            await stack.close()
+        return 0
+
+    return asyncio.run(run())
+
+
+# --- serve -------------------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app.rag.kb import SAMPLE_KB
+    from app.server import Server
+    from app.stack import Stack
+
+    settings = _settings(args)
+
+    async def run() -> int:
+        server = Server(settings.host, settings.port)
+        await server.listen()  # fail fast on an occupied port, before a minute of model loading
+        print(f"sub250 listening on {server.url} (health: {server.url}/healthz); loading engines…", flush=True)
+        stack = Stack.from_settings(settings)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        try:
+            t0 = time.perf_counter()
+            await stack.start(progress=lambda s: print(f"  loading {s}…", flush=True))
+            if await stack.store.count() == 0:
+                print(f"first run: ingesting the sample knowledge base from {SAMPLE_KB}", flush=True)
+                await _ingest(stack, SAMPLE_KB, prune=False, force=False)
+            server.stack = stack
+            server.state = "ready"
+            print(f"ready in {time.perf_counter() - t0:.1f} s: {server.url}  (profile {stack.profile.name}; "
+                  f"Ctrl-C stops)", flush=True)
+            await stop.wait()
+        finally:
+            print("stopping…", flush=True)
+            await server.close()
+            await stack.close()
+        return 0
+
+    return asyncio.run(run())
+
+
+# --- doctor ------------------------------------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from app.doctor import run_doctor
+
+    return asyncio.run(run_doctor(_settings(args)))
+
+
+# --- main --------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="sub250", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", help="model profile name or TOML path (default: $SUB250_PROFILE or cpu-tiny)")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("serve", help="start the server")
+    s.add_argument("--host")
+    s.add_argument("--port", type=int)
+    s.set_defaults(func=cmd_serve)
+
+    s = sub.add_parser("ingest", help="ingest a knowledge base folder (default: the sample one)")
+    s.add_argument("folder", nargs="?")
+    s.add_argument("--prune", action="store_true", help="remove documents no longer in the folder")
+    s.add_argument("--force", action="store_true", help="re-embed even unchanged files")
+    s.set_defaults(func=cmd_ingest)
+
+    m = sub.add_parser("models", help="model files").add_subparsers(dest="models_command", required=True)
+    s = m.add_parser("prepare", help="resolve/convert the profile's models")
+    s.add_argument("--force", action="store_true", help="convert again and re-verify")
+    s.set_defaults(func=cmd_models_prepare)
+    s = m.add_parser("list", help="list profiles")
+    s.set_defaults(func=cmd_models_list)
+
+    s = sub.add_parser("doctor", help="load and time every engine")
+    s.set_defaults(func=cmd_doctor)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        return args.func(args)
+    except Sub250Error as exc:
+        print(f"sub250: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

