@@ -38,12 +38,17 @@ class Settings:
     rag_top_k: int = 3
     #: Override the profile's LLM ``enforce_eager`` (``""`` = keep the profile's choice).
     llm_enforce_eager: str = ""
+    #: Remote LLM backend (``backend = "openai"``): server URL and key, overriding the profile's.
+    llm_base_url: str = ""
+    llm_api_key: str = ""
+    #: Read models from here instead of ``<home>/models`` (e.g. a shared, pre-filled volume).
+    models_home: str = ""
     #: Override the profile's KV-cache size in whole GiB (0 = keep the profile's).
     llm_kv_cache_gib: int = 0
 
     @property
     def models_dir(self) -> Path:
-        return self.home / "models"
+        return Path(self.models_home).expanduser() if self.models_home else self.home / "models"
 
     @property
     def pgdata_dir(self) -> Path:

@@ -10,7 +10,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ PROBE_QUESTION = "How often should I replace the filter?"
 class ProbeResult:
     ms: float
     note: str
+    extra: dict[str, float] = field(default_factory=dict)
 
 
 def rss_mb(include_children: bool = True) -> float:
@@ -112,7 +113,10 @@ async def probe_llm(stack: Stack) -> ProbeResult:
     spec = last.spec_decoding if last else None
     acc = (f", spec acceptance {spec['num_accepted_draft_tokens']}/{spec['num_draft_tokens']}"
            if spec and spec.get("num_draft_tokens") else "")
-    return ProbeResult(ttft, f"TTFT; {n} tokens at {tps:.0f} tok/s{acc}")
+    extra = {"tokens": float(n), "tokens_per_s": tps}
+    if spec and spec.get("num_draft_tokens"):
+        extra["spec_acceptance"] = spec["num_accepted_draft_tokens"] / spec["num_draft_tokens"]
+    return ProbeResult(ttft, f"TTFT; {n} tokens at {tps:.0f} tok/s{acc}", extra)
 
 
 async def probe_tts(stack: Stack) -> ProbeResult:

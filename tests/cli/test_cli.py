@@ -1,0 +1,131 @@
+"""The command line, as a user runs it: clear errors, a working `serve`, and `doctor`."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _env(settings, **extra):
+    env = dict(os.environ)
+    env.update({
+        "SUB250_HOME": str(settings.home),
+        "SUB250_MODELS_HOME": str(settings.models_dir),
+        "SUB250_LLM_ENFORCE_EAGER": "true",
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.pop("DATABASE_URL", None)
+    env.pop("SUB250_DATABASE_URL", None)
+    env.update(extra)
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_cli(*args, env, timeout=120):
+    return subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_models_list_names_every_profile(settings):
+    r = run_cli("models", "list", env=_env(settings))
+    assert r.returncode == 0
+    for name in ("cpu-tiny", "cpu-gemma", "gpu-8b", "remote-vllm"):
+        assert name in r.stdout
+
+
+def test_occupied_port_is_one_clear_message(settings):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_cli("serve", "--port", str(port), env=_env(settings))
+    assert r.returncode == 2
+    assert f"port {port}" in r.stderr and "already in use" in r.stderr and "fix:" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_profile_is_one_clear_message(settings):
+    r = run_cli("--profile", "nope", "models", "prepare", env=_env(settings))
+    assert r.returncode == 2 and "unknown model profile" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_unreachable_database_url_is_one_clear_message(settings):
+    r = run_cli("ingest", env=_env(settings, DATABASE_URL="postgresql://u:pw@127.0.0.1:1/db"))
+    assert r.returncode == 2
+    assert "cannot reach PostgreSQL" in r.stderr and "Traceback" not in r.stderr and ":pw@" not in r.stderr
+
+
+def test_ingest_command_is_idempotent(settings, tmp_path):
+    env = _env(settings, SUB250_HOME=str(tmp_path / "home"))
+    first = run_cli("ingest", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "chunks in the store" in first.stdout
+    again = run_cli("ingest", env=env)
+    assert again.returncode == 0 and "ingested 0 documents" in again.stdout and "6 unchanged" in again.stdout
+
+
+@pytest.mark.engines
+def test_serve_starts_ingests_reports_ready_and_stops(settings, tmp_path):
+    port = _free_port()
+    env = _env(settings, SUB250_HOME=str(tmp_path / "home"))
+    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out: list[str] = []
+    try:
+        deadline = time.monotonic() + 300
+        ready = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            line = proc.stdout.readline()
+            out.append(line)
+            if line.startswith("ready in"):
+                ready = True
+                break
+        assert ready, "".join(out[-40:])
+        assert any("first run: ingesting the sample knowledge base" in l for l in out)
+        assert any(f"http://127.0.0.1:{port}" in l for l in out)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            assert json.load(resp) == {"status": "ready", "profile": "cpu-tiny"}
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    assert proc.returncode == 0
+
+
+@pytest.mark.engines
+def test_doctor_loads_and_times_every_engine(settings, tmp_path):
+    r = run_cli("doctor", env=_env(settings, SUB250_HOME=str(tmp_path / "home")), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    for stage in ("db", "vad", "embedder", "tts", "asr", "llm"):
+        line = next(l for l in r.stdout.splitlines() if l.startswith(stage + " "))
+        assert "FAILED" not in line
+    assert "PostgreSQL 18" in r.stdout and "pgvector" in r.stdout and "vllm 0.32" in r.stdout
+    assert "doctor: every engine works" in r.stdout
+
+
+def test_doctor_names_what_failed(settings, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('extends = "cpu-tiny"\n[asr]\nsource = "path:/nonexistent/whisper"\n'
+                   '[llm]\nbackend = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n')
+    r = run_cli("--profile", str(bad), "doctor", env=_env(settings, SUB250_HOME=str(tmp_path / "home")))
+    assert r.returncode == 1
+    assert "FAILED: asr, llm" in r.stdout
+    assert "/nonexistent/whisper" in r.stdout

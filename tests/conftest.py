@@ -1,0 +1,63 @@
+"""Shared fixtures. Engines are slow to load, so each is loaded once per test run (session scope):
+
+* ``stack``: PostgreSQL (embedded, in a temporary data dir) + VAD + ASR + embedder + TTS, with the
+  sample knowledge base ingested;
+* ``llm``: the in-process vLLM engine (``enforce_eager``: ~30 s start instead of 80-130 s).
+
+Model files come from the user's normal models folder (prepared once, reused across runs).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from app.config import Settings
+from app.stack import Stack
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def shared_audio() -> Path:
+    """../shared/audio/real: present in CI and in the team's checkouts. Elsewhere: skip, but never in CI."""
+    folder = SHARED / "audio" / "real"
+    if not folder.is_dir():
+        if os.environ.get("CI"):
+            pytest.fail(f"{folder} is missing: CI must have ../shared beside the checkout")
+        pytest.skip(f"{folder} not present (the project's shared test audio)")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    home = tmp_path_factory.mktemp("sub250-home")
+    user = Settings.from_env()
+    return Settings.from_env(home=home, models_home=str(user.models_dir), database_url="",
+                             llm_enforce_eager="true", profile="cpu-tiny")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def stack(settings: Settings):
+    from app.rag.ingest import ingest_folder
+    from app.rag.kb import SAMPLE_KB
+
+    st = Stack.from_settings(settings)
+    await st.start(("db", "vad", "asr", "embedder", "tts"))
+    await ingest_folder(SAMPLE_KB, st.store, st.embedder, model_id=st.embedding_model_id)
+    yield st
+    await st.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def llm(settings: Settings):
+    st = Stack.from_settings(settings)
+    await st.start(("llm",))
+    yield st.llm
+    await st.close()

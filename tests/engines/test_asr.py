@@ -1,0 +1,37 @@
+"""Whisper tiny.en on real recordings: WER <= 15 % overall (../shared/audio/real)."""
+
+import asyncio
+import json
+
+import jiwer
+import pytest
+from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+from app.audio.pcm import load_audio
+
+pytestmark = pytest.mark.engines
+
+# Whisper's own English normalizer (numbers to digits, punctuation and case away), applied to both sides.
+normalize = EnglishTextNormalizer({})
+
+
+async def test_real_recordings_wer_at_most_15_percent(stack, shared_audio):
+    folder = shared_audio
+    refs = json.loads((folder / "transcripts.json").read_text())
+    hyps, gold = [], []
+    for name, ref in sorted(refs.items()):
+        audio = load_audio(str(folder / f"{name}.wav"))
+        tr = await asyncio.to_thread(stack.asr.transcribe, audio)
+        hyps.append(normalize(tr.text))
+        gold.append(normalize(ref))
+        print(f"{name:>12}: {tr.text!r} ({tr.compute_seconds * 1000:.0f} ms for {tr.audio_seconds:.1f} s)")
+    wer = jiwer.wer(gold, hyps)
+    print(f"overall WER {wer:.1%} over {len(gold)} recordings")
+    assert wer <= 0.15
+
+
+async def test_silence_gives_no_words(stack):
+    import numpy as np
+
+    tr = await asyncio.to_thread(stack.asr.transcribe, np.zeros(16000, dtype=np.float32))
+    assert len(normalize(tr.text).split()) <= 2  # tiny.en may emit a filler on silence, never a sentence

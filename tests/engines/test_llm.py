@@ -1,0 +1,64 @@
+"""vLLM in-process (CPU) with n-gram speculative decoding: streaming, acceptance counters, abort."""
+
+import asyncio
+import uuid
+
+import pytest
+
+from app.llm import LLMRequest
+
+pytestmark = pytest.mark.engines
+
+# A copy-heavy task: the answer repeats spans of the prompt, which n-gram drafting predicts.
+COPY_PROMPT = [
+    {"role": "system", "content": "Repeat the user's text exactly, word for word."},
+    {"role": "user", "content": "Press the power button. Wait for the ring to turn green. "
+                                "Press the power button. Wait for the ring to turn green."},
+]
+
+
+async def test_streams_text_with_speculative_decoding_counters(llm):
+    deltas = [d async for d in llm.stream(LLMRequest(f"t-{uuid.uuid4().hex}", COPY_PROMPT, max_tokens=48))]
+    text = "".join(d.text for d in deltas)
+    assert len(deltas) >= 2, "the reply must arrive in several deltas (streaming)"
+    assert "power button" in text.lower()
+    final = deltas[-1]
+    assert final.finished and final.num_tokens > 5
+    spec = final.spec_decoding
+    assert spec is not None, "acceptance counters must be reported with speculation on"
+    assert spec["num_draft_tokens"] > 0
+    assert 0 < spec["num_accepted_draft_tokens"] <= spec["num_draft_tokens"]
+    print("spec decoding:", spec)
+
+
+async def test_answer_is_grounded_in_the_prompt(llm):
+    msgs = [
+        {"role": "system", "content": "Answer from the context in one sentence."},
+        {"role": "user", "content": "Context: The TriLayer filter of the Halden Aero costs 49 dollars.\n\n"
+                                    "Question: How much does the TriLayer filter cost?"},
+    ]
+    text = "".join([d.text async for d in llm.stream(LLMRequest(f"t-{uuid.uuid4().hex}", msgs, max_tokens=40))])
+    assert "49" in text
+
+
+async def test_closing_the_stream_aborts_the_request(llm):
+    req = LLMRequest(f"abort-{uuid.uuid4().hex}", COPY_PROMPT, max_tokens=400)
+    agen = llm.stream(req)
+    first = await agen.__anext__()
+    assert first.text is not None
+    await agen.aclose()  # barge-in: the engine must drop the request, not run on
+    engine = llm._engine
+    for _ in range(50):
+        if engine.get_num_unfinished_requests() == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert engine.get_num_unfinished_requests() == 0
+
+
+async def test_concurrent_requests_share_the_engine(llm):
+    async def one(i: int) -> str:
+        msgs = [{"role": "user", "content": f"Say the number {i} and nothing else."}]
+        return "".join([d.text async for d in llm.stream(LLMRequest(f"c{i}-{uuid.uuid4().hex}", msgs, max_tokens=8))])
+
+    outs = await asyncio.gather(*(one(i) for i in range(4)))
+    assert all(outs)

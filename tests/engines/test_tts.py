@@ -1,0 +1,33 @@
+import asyncio
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.engines
+
+
+async def test_piper_returns_22khz_speech_for_a_sentence(stack):
+    chunks = await asyncio.to_thread(lambda: list(stack.tts.synthesize("The filter lasts about six months.")))
+    assert len(chunks) == 1  # one chunk per sentence
+    c = chunks[0]
+    assert c.sample_rate == 22050
+    samples = np.frombuffer(c.pcm16, dtype="<i2")
+    assert 0.8 < c.seconds < 6.0
+    assert np.abs(samples).max() > 1000  # audible, not silence
+    assert np.abs(samples[: int(0.05 * 22050)]).mean() < np.abs(samples).mean()  # starts quieter than speech
+
+
+async def test_two_sentences_give_two_chunks(stack):
+    chunks = await asyncio.to_thread(lambda: list(stack.tts.synthesize("Hello there. How can I help you today?")))
+    assert len(chunks) == 2
+
+
+async def test_tts_speech_is_understood_by_asr(stack):
+    """Loop-back: what Piper says, Whisper hears (both real engines)."""
+    from app.audio.pcm import pcm16_to_float32, resample
+
+    text = "Please unplug the purifier before you open the filter door."
+    chunks = await asyncio.to_thread(lambda: list(stack.tts.synthesize(text)))
+    audio = resample(pcm16_to_float32(b"".join(c.pcm16 for c in chunks)), chunks[0].sample_rate, 16000)
+    tr = await asyncio.to_thread(stack.asr.transcribe, audio)
+    assert "filter" in tr.text.lower() and "unplug" in tr.text.lower()

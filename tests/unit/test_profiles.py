@@ -1,0 +1,42 @@
+import pytest
+
+from app.errors import ConfigError
+from app.profiles import available_profiles, load_profile
+
+
+def test_shipped_profiles_load_and_cover_every_stage():
+    names = available_profiles()
+    assert {"cpu-tiny", "cpu-gemma", "gpu-8b", "remote-vllm"} <= set(names)
+    for name in names:
+        p = load_profile(name)
+        for stage in ("vad", "asr", "embedder", "llm", "tts"):
+            assert p.stage(stage), f"{name} lacks [{stage}]"
+
+
+def test_default_profile_is_offline_and_speculative():
+    p = load_profile("cpu-tiny")
+    assert p.stage("llm")["speculative"]["method"] == "ngram"
+    assert p.stage("llm")["prefix_caching"] is True
+    for stage in ("vad", "asr", "embedder", "llm", "tts"):
+        assert "hub:" not in p.stage(stage)["source"], "the embedded profile must not need a model hub"
+
+
+def test_extends_merges_stage_tables():
+    p = load_profile("gpu-8b")
+    assert p.stage("llm")["source"].startswith("hub:")
+    assert p.stage("tts") == load_profile("cpu-tiny").stage("tts")  # inherited
+    assert p.stage("llm")["speculative"]["method"] == "eagle3"
+
+
+def test_unknown_profile_names_the_choices():
+    with pytest.raises(ConfigError) as err:
+        load_profile("no-such-profile")
+    assert "cpu-tiny" in str(err.value)
+
+
+def test_bad_toml_is_a_clear_error(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[llm\nsource=")
+    with pytest.raises(ConfigError) as err:
+        load_profile(str(bad))
+    assert "bad.toml" in str(err.value)
