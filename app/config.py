@@ -46,6 +46,20 @@ class Settings:
     #: Override the profile's KV-cache size in whole GiB (0 = keep the profile's).
     llm_kv_cache_gib: int = 0
 
+    #: API keys (comma-separated) accepted besides those in ``<home>/api_keys``.
+    api_keys: str = ""
+    #: Allowed browser Origins, comma-separated; ``*`` allows any. Empty: this server's own URLs.
+    origins: str = ""
+    #: Gateway limits (see app/gateway/limits.py).
+    max_sessions_per_key: int = 8
+    messages_per_s: float = 200.0
+    max_event_bytes: int = 1 << 20
+    max_audio_rate: float = 16.0
+
+    @property
+    def api_keys_file(self) -> Path:
+        return self.home / "api_keys"
+
     @property
     def models_dir(self) -> Path:
         return Path(self.models_home).expanduser() if self.models_home else self.home / "models"

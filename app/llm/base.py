@@ -49,6 +49,10 @@ class LLMEngine(abc.ABC):
     def tokenize(self, messages: list[dict[str, str]]) -> list[int]:
         """Apply the chat template and tokenize (CPU-bound but short: ~1 ms for a few hundred tokens)."""
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens in ``text`` (for history trimming); engines with a local tokenizer count exactly."""
+        return len(text) // 4 + 1
+
     @abc.abstractmethod
     def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
         """Stream the reply. Closing the iterator early aborts the request in the engine."""

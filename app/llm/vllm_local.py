@@ -99,6 +99,9 @@ class VLLMLocalEngine(LLMEngine):
         text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
+    def count_tokens(self, text: str) -> int:
+        return len(self._tokenizer.encode(text, add_special_tokens=False))
+
     async def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
         from vllm import SamplingParams
 

@@ -1,0 +1,58 @@
+"""Endpointing (sans-I/O): VAD probabilities per 32 ms window in, speech start/stop decisions out.
+
+Speech starts after ``min_speech_windows`` consecutive windows at or above ``threshold``; it stops
+once ``silence_ms`` of windows stay below ``threshold - 0.15`` (Silero's recommended hysteresis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+WINDOW_MS = 32.0
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    window: int  # index of the first speech window
+
+
+@dataclass(frozen=True)
+class SpeechStopped:
+    window: int  # index of the last speech window
+
+
+class Endpointer:
+    def __init__(self, threshold: float = 0.5, silence_ms: int = 500, min_speech_windows: int = 2) -> None:
+        self.threshold = threshold
+        self.neg_threshold = max(0.01, threshold - 0.15)
+        self.silence_windows = max(1, round(silence_ms / WINDOW_MS))
+        self.min_speech_windows = min_speech_windows
+        self.reset()
+
+    def reset(self) -> None:
+        self.speaking = False
+        self._run = 0  # consecutive speech windows while not speaking
+        self._silence = 0
+        self.last_speech_window = -1
+
+    def push(self, prob: float, index: int) -> SpeechStarted | SpeechStopped | None:
+        """Feed the probability of window ``index`` (windows must come in order)."""
+        self.index = index
+        if not self.speaking:
+            self._run = self._run + 1 if prob >= self.threshold else 0
+            if self._run >= self.min_speech_windows:
+                self.speaking = True
+                self._silence = 0
+                self.last_speech_window = self.index
+                return SpeechStarted(self.index - self._run + 1)
+            return None
+        if prob >= self.neg_threshold:
+            self._silence = 0
+            self.last_speech_window = self.index
+            return None
+        self._silence += 1
+        if self._silence >= self.silence_windows:
+            self.speaking = False
+            self._run = 0
+            return SpeechStopped(self.last_speech_window)
+        return None

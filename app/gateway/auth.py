@@ -1,0 +1,85 @@
+"""API keys: from ``SUB250_API_KEYS`` (comma-separated) and/or a keys file (one per line).
+
+Clients send ``Authorization: Bearer <key>`` (the ``openai`` client does), or - for browsers, which
+cannot set headers on a WebSocket - the subprotocol ``openai-insecure-api-key.<key>``, or ``?api_key=``.
+Keys are compared in constant time and only their SHA-256 is kept in memory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+KEY_PREFIX = "sk-sub250-"
+SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str  # first 8 hex of the key's hash: safe to log and to label metrics with
+    dev: bool = False
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode()).digest()
+
+
+class ApiKeys:
+    def __init__(self, keys: list[str] | None = None, *, allow_anonymous: bool = False) -> None:
+        self._digests = [_digest(k) for k in (keys or []) if k]
+        self.allow_anonymous = allow_anonymous
+
+    @classmethod
+    def load(cls, env_keys: str, keys_file: Path | None, *, allow_anonymous: bool = False) -> "ApiKeys":
+        keys = [k.strip() for k in env_keys.split(",") if k.strip()]
+        if keys_file is not None and keys_file.exists():
+            keys += [line.strip() for line in keys_file.read_text().splitlines()
+                     if line.strip() and not line.startswith("#")]
+        return cls(keys, allow_anonymous=allow_anonymous)
+
+    @staticmethod
+    def create_local_key(keys_file: Path) -> str:
+        """Create (once) and return a key for this machine's user, stored with mode 0600."""
+        if keys_file.exists():
+            for line in keys_file.read_text().splitlines():
+                if line.strip() and not line.startswith("#"):
+                    return line.strip()
+        key = KEY_PREFIX + secrets.token_urlsafe(24)
+        keys_file.parent.mkdir(parents=True, exist_ok=True)
+        keys_file.write_text(f"# sub250 API keys, one per line\n{key}\n")
+        keys_file.chmod(0o600)
+        return key
+
+    def __len__(self) -> int:
+        return len(self._digests)
+
+    def authenticate(self, key: str | None) -> Principal | None:
+        if not key:
+            return Principal("anonymous", dev=True) if self.allow_anonymous else None
+        d = _digest(key)
+        ok = False
+        for known in self._digests:
+            ok |= hmac.compare_digest(d, known)
+        if ok:
+            return Principal(d.hex()[:8])
+        return None
+
+
+def extract_key(headers: "object", path: str) -> tuple[str | None, str | None]:
+    """(key, subprotocol to echo) from a handshake request's headers and path."""
+    auth = headers.get("Authorization") if headers is not None else None
+    if auth and auth.lower().startswith("bearer "):
+        return auth[7:].strip(), None
+    protos = headers.get("Sec-WebSocket-Protocol") if headers is not None else None
+    if protos:
+        for proto in (p.strip() for p in protos.split(",")):
+            if proto.startswith(SUBPROTOCOL_PREFIX):
+                return proto[len(SUBPROTOCOL_PREFIX):], proto
+    query = parse_qs(urlsplit(path).query)
+    if query.get("api_key"):
+        return query["api_key"][0], None
+    return None, None

@@ -1,0 +1,96 @@
+"""Per-key limits: concurrent sessions, messages per second (token bucket), audio seconds per second,
+and event size. Each refusal is a typed ``Refusal`` the transport turns into an ``error`` event or a
+429 at the handshake; none closes a working session."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GatewayLimits:
+    #: Open sessions per API key.
+    max_sessions_per_key: int = 8
+    #: Sustained client messages per second per key, and the burst allowed above it.
+    messages_per_s: float = 200.0
+    burst: int = 400
+    #: Largest client event accepted (bytes of JSON). 1 s of 24 kHz PCM16 in base64 is ~64 KiB.
+    max_event_bytes: int = 1 << 20
+    #: Hard cap: frames above this are refused by the WebSocket layer itself (connection closes, 1009).
+    max_frame_bytes: int = 16 << 20
+    #: Audio seconds accepted per wall-clock second per key (real-time is 1.0; replays may go faster).
+    max_audio_rate: float = 16.0
+    #: Allowed browser Origins (None: any; WebSocket clients that send no Origin are always allowed).
+    origins: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: str
+    message: str
+    http_status: int = 429
+
+
+class _Bucket:
+    __slots__ = ("rate", "capacity", "tokens", "stamp")
+
+    def __init__(self, rate: float, capacity: float) -> None:
+        self.rate, self.capacity = rate, capacity
+        self.tokens, self.stamp = capacity, time.monotonic()
+
+    def take(self, amount: float = 1.0) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= amount:
+            self.tokens -= amount
+            return True
+        return False
+
+
+class KeyLimiter:
+    """Limits shared by every session of the same key (one instance per process)."""
+
+    def __init__(self, limits: GatewayLimits) -> None:
+        self.limits = limits
+        self._sessions: dict[str, int] = {}
+        self._messages: dict[str, _Bucket] = {}
+        self._audio: dict[str, _Bucket] = {}
+
+    def open_session(self, key_id: str) -> Refusal | None:
+        n = self._sessions.get(key_id, 0)
+        if n >= self.limits.max_sessions_per_key:
+            return Refusal("session_limit", f"this API key already has {n} open sessions "
+                                            f"(limit {self.limits.max_sessions_per_key})")
+        self._sessions[key_id] = n + 1
+        return None
+
+    def close_session(self, key_id: str) -> None:
+        n = self._sessions.get(key_id, 0) - 1
+        if n > 0:
+            self._sessions[key_id] = n
+        else:
+            self._sessions.pop(key_id, None)
+
+    def check_message(self, key_id: str, size: int) -> Refusal | None:
+        if size > self.limits.max_event_bytes:
+            return Refusal("event_too_large", f"the event is {size} bytes; the limit is {self.limits.max_event_bytes}",
+                           413)
+        bucket = self._messages.get(key_id)
+        if bucket is None:
+            bucket = self._messages[key_id] = _Bucket(self.limits.messages_per_s, self.limits.burst)
+        if not bucket.take():
+            return Refusal("rate_limit_exceeded",
+                           f"more than {self.limits.messages_per_s:g} messages per second; slow down")
+        return None
+
+    def check_audio(self, key_id: str, seconds: float) -> Refusal | None:
+        bucket = self._audio.get(key_id)
+        if bucket is None:
+            # A burst of 10 s of audio, then max_audio_rate seconds of audio per second.
+            bucket = self._audio[key_id] = _Bucket(self.limits.max_audio_rate, 10.0 * self.limits.max_audio_rate)
+        if not bucket.take(seconds):
+            return Refusal("audio_rate_exceeded",
+                           f"audio arrives faster than {self.limits.max_audio_rate:g}x real time; frame dropped")
+        return None

@@ -1,0 +1,1 @@
+"""Per-turn latency ledger (``timeline``) and its Prometheus export (``prometheus``)."""

@@ -1,0 +1,129 @@
+"""The turn timeline of ../shared/LATENCY.md: monotonic marks, the budget's spans, and the verdict.
+
+One clock for the whole process: ``time.perf_counter_ns()``. A mark is taken at the moment it names
+(``mark()`` is called right there, not when something is logged). Spans whose marks are missing are
+``None`` (a text turn has no speech marks; a text-only reply has no audio).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+MARKS = (
+    "speech_start",
+    "speech_end",
+    "turn_commit",
+    "asr_final",
+    "retrieval_start",
+    "retrieval_end",
+    "prompt_ready",
+    "llm_submit",
+    "first_token",
+    "first_token_sent",
+    "first_audio",
+    "first_audio_sent",
+    "response_done",
+)
+
+BUDGET_MS = 250.0
+#: Ceiling of each budget span (ms); ``ttft``'s ceiling is ``250 - network_rtt``.
+CEILINGS = {
+    "network_rtt": 50.0,
+    "gateway": 15.0,
+    "asr_finalize": 30.0,
+    "retrieval": 40.0,
+    "prompt": 20.0,
+    "prefill": 120.0,
+}
+SPANS = ("network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client")
+BESIDE = ("endpoint_delay", "voice_to_voice", "tts_first_audio", "tokens_per_s", "spec_acceptance", "retrieval_ahead")
+
+
+def now_ns() -> int:
+    return time.perf_counter_ns()
+
+
+@dataclass
+class TurnTimeline:
+    turn_id: str
+    marks: dict[str, int] = field(default_factory=dict)
+    #: Measured durations that are not differences of marks (ms): network_rtt, gateway, retrieval_ahead.
+    measured: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0
+    spec: dict[str, Any] | None = None
+    outcome: str = "in_progress"  # completed | cancelled | failed
+
+    def mark(self, name: str, at_ns: int | None = None, *, overwrite: bool = False) -> int:
+        if name not in MARKS:
+            raise KeyError(f"unknown mark {name!r}")
+        if overwrite or name not in self.marks:
+            self.marks[name] = now_ns() if at_ns is None else at_ns
+        return self.marks[name]
+
+    def has(self, name: str) -> bool:
+        return name in self.marks
+
+    def _ms(self, a: str, b: str) -> float | None:
+        if a in self.marks and b in self.marks:
+            return (self.marks[b] - self.marks[a]) / 1e6
+        return None
+
+    def spans(self) -> dict[str, float | None]:
+        m = self.marks
+        s: dict[str, float | None] = {k: None for k in SPANS + BESIDE}
+        s["network_rtt"] = self.measured.get("network_rtt")
+        s["gateway"] = self.measured.get("gateway")
+        s["asr_finalize"] = self._ms("turn_commit", "asr_final")
+        s["retrieval"] = self._ms("retrieval_start", "retrieval_end")
+        if "prompt_ready" in m and ("asr_final" in m or "retrieval_end" in m):
+            start = max(m.get("asr_final", 0), m.get("retrieval_end", 0))
+            s["prompt"] = (m["prompt_ready"] - start) / 1e6
+        s["prefill"] = self._ms("llm_submit", "first_token")
+        s["ttft"] = self._ms("turn_commit", "first_token_sent")
+        if s["ttft"] is not None and s["network_rtt"] is not None:
+            s["ttft_client"] = s["ttft"] + s["network_rtt"]
+        s["endpoint_delay"] = self._ms("speech_end", "turn_commit")
+        s["voice_to_voice"] = self._ms("speech_end", "first_audio_sent")
+        s["tts_first_audio"] = self._ms("first_token", "first_audio")
+        gen = self._ms("first_token", "response_done")
+        if gen and self.tokens > 1:
+            s["tokens_per_s"] = (self.tokens - 1) / (gen / 1000.0)
+        if self.spec and self.spec.get("num_draft_tokens"):
+            s["spec_acceptance"] = self.spec["num_accepted_draft_tokens"] / self.spec["num_draft_tokens"]
+        s["retrieval_ahead"] = self.measured.get("retrieval_ahead")
+        return s
+
+    def verdict(self) -> tuple[bool | None, list[str]]:
+        """(meets the 250 ms budget, the stages over their ceilings). ``None`` until ttft is known."""
+        s = self.spans()
+        over = [k for k, ceiling in CEILINGS.items() if s.get(k) is not None and s[k] > ceiling]
+        ttft_ceiling = BUDGET_MS - (s["network_rtt"] or 0.0)
+        if s["ttft"] is not None and s["ttft"] > ttft_ceiling:
+            over.append("ttft")
+        total = s["ttft_client"] if s["ttft_client"] is not None else s["ttft"]
+        meets = None if total is None else total <= BUDGET_MS
+        return meets, over
+
+    def report(self, final: bool) -> dict[str, Any]:
+        """The body of the ``sub250.turn.latency`` event (marks relative to the first mark, in ms)."""
+        origin = min(self.marks.values()) if self.marks else 0
+        meets, over = self.verdict()
+        spans = self.spans()
+        return {
+            "turn_id": self.turn_id,
+            "final": final,
+            "outcome": self.outcome,
+            "clock": "server perf_counter, ms since the turn's first mark",
+            "origin_ns": origin,
+            "marks": {k: round((v - origin) / 1e6, 3) for k, v in sorted(self.marks.items(), key=lambda kv: kv[1])},
+            "spans": {k: (None if v is None else round(v, 3)) for k, v in spans.items() if k in SPANS},
+            "beside": {k: (None if v is None else round(v, 3)) for k, v in spans.items() if k in BESIDE},
+            "budget_ms": BUDGET_MS,
+            "ceilings_ms": dict(CEILINGS, ttft=BUDGET_MS - (spans["network_rtt"] or 0.0)),
+            "meets_budget": meets,
+            "over_budget": over,
+            "tokens": self.tokens,
+            "spec_decoding": self.spec,
+        }

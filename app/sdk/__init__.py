@@ -1,0 +1,10 @@
+"""The sub250 Python SDK: an async client of the realtime WebSocket API with typed events.
+
+Importable without the server's engines (needs only websockets and numpy; ``send_wav`` also soundfile
+and soxr). Example: ``scripts/ask.py``.
+"""
+
+from app.sdk.client import RealtimeClient, TurnResult
+from app.sdk.events import ServerEvent, Sources, TurnLatency
+
+__all__ = ["RealtimeClient", "ServerEvent", "Sources", "TurnLatency", "TurnResult"]

@@ -1,0 +1,244 @@
+"""RealtimeClient: connect, stream audio (raw or from a WAV, at real-time pace), read typed events."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.sdk.events import ServerEvent, Sources, TurnLatency
+
+RATE = 24_000
+
+
+class ConnectionLost(Exception):
+    """The connection dropped; ``await client.reconnect()`` opens a new session with the same settings."""
+
+
+@dataclass
+class TurnResult:
+    """What one spoken or typed turn produced, as the client saw it."""
+
+    transcript: str = ""
+    reply: str = ""
+    audio: bytearray = field(default_factory=bytearray)  # PCM16 24 kHz
+    status: str = ""
+    latency: TurnLatency | None = None
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[ServerEvent] = field(default_factory=list)
+    events: list[ServerEvent] = field(default_factory=list)
+    #: Client clock (perf_counter_ns) of: last audio frame sent, first text delta, first audio delta, done.
+    sent_end_ns: int = 0
+    first_text_ns: int = 0
+    first_audio_ns: int = 0
+    done_ns: int = 0
+
+    @property
+    def audio_seconds(self) -> float:
+        return len(self.audio) / 2 / RATE
+
+
+class RealtimeClient:
+    def __init__(self, url: str = "ws://127.0.0.1:8250/v1/realtime", api_key: str | None = None, *,
+                 model: str | None = None, connect_retries: int = 3) -> None:
+        self.url = url if model is None else f"{url}{'&' if '?' in url else '?'}model={model}"
+        self.api_key = api_key
+        self.connect_retries = connect_retries
+        self.ws: Any = None
+        self.session: dict[str, Any] = {}
+        self._session_update: dict[str, Any] | None = None
+        self._queue: asyncio.Queue[ServerEvent | None] = asyncio.Queue()
+        self._reader: asyncio.Task | None = None
+
+    async def __aenter__(self) -> "RealtimeClient":
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        from websockets.asyncio.client import connect
+
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        delay = 0.25
+        for attempt in range(self.connect_retries + 1):
+            try:
+                self.ws = await connect(self.url, additional_headers=headers, max_size=None, compression=None)
+                break
+            except OSError:
+                if attempt == self.connect_retries:
+                    raise
+                await asyncio.sleep(delay)
+                delay *= 2
+        self._queue = asyncio.Queue()
+        self._reader = asyncio.ensure_future(self._read())
+        created = await self.wait_for("session.created", timeout=10)
+        self.session = created.data.get("session", {})
+        if self._session_update is not None:
+            await self.update_session(**self._session_update)
+
+    async def reconnect(self) -> None:
+        await self.close()
+        await self.connect()
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+        if self._reader is not None:
+            self._reader.cancel()
+            try:
+                await self._reader
+            except (asyncio.CancelledError, Exception):
+                pass
+        self.ws = None
+
+    async def _read(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for raw in self.ws:
+                now = time.perf_counter_ns()
+                data = json.loads(raw)
+                self._queue.put_nowait(ServerEvent(data.get("type", ""), data, now))
+        except ConnectionClosed:
+            pass
+        finally:
+            self._queue.put_nowait(None)
+
+    # --- sending -----------------------------------------------------------------------------------
+
+    async def send(self, event: dict[str, Any]) -> None:
+        await self.ws.send(json.dumps(event))
+
+    async def update_session(self, **session: Any) -> ServerEvent:
+        self._session_update = session
+        await self.send({"type": "session.update", "session": {"type": "realtime", **session}})
+        ev = await self.wait_for("session.updated", "error", timeout=10)
+        if ev.is_error:
+            raise ValueError(ev.data["error"]["message"])
+        self.session = ev.data.get("session", {})
+        return ev
+
+    async def send_audio(self, pcm16: bytes) -> None:
+        """Append PCM16 mono 24 kHz audio to the input buffer."""
+        await self.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm16).decode()})
+
+    async def send_wav(self, path: str, *, realtime: bool = True, speed: float = 1.0, chunk_ms: int = 20,
+                       silence_after_ms: int = 1000) -> int:
+        """Stream a sound file (any rate; resampled to 24 kHz) in ``chunk_ms`` frames, paced like a
+        microphone when ``realtime`` (``speed`` > 1 streams faster); then ``silence_after_ms`` of silence so
+        server VAD can end the turn. Returns perf_counter_ns of the last speech frame sent."""
+        import numpy as np
+        import soundfile as sf
+
+        data, rate = sf.read(path, dtype="float32", always_2d=True)
+        mono = data.mean(axis=1)
+        if rate != RATE:
+            import soxr
+
+            mono = soxr.resample(mono, rate, RATE)
+        pcm = (np.clip(mono, -1, 1) * 32767).astype("<i2").tobytes()
+        return await self.stream_pcm(pcm, realtime=realtime, speed=speed, chunk_ms=chunk_ms,
+                                     silence_after_ms=silence_after_ms)
+
+    async def stream_pcm(self, pcm: bytes, *, realtime: bool = True, speed: float = 1.0, chunk_ms: int = 20,
+                         silence_after_ms: int = 0) -> int:
+        step = RATE * chunk_ms // 1000 * 2
+        frames = [pcm[i : i + step] for i in range(0, len(pcm), step)]
+        n_speech = len(frames)
+        frames += [bytes(step)] * (silence_after_ms // chunk_ms)
+        t0 = time.perf_counter()
+        last_speech_ns = time.perf_counter_ns()
+        for i, frame in enumerate(frames):
+            await self.send_audio(frame)
+            if i == n_speech - 1:
+                last_speech_ns = time.perf_counter_ns()
+            if realtime:
+                due = t0 + (i + 1) * chunk_ms / 1000 / speed
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+        return last_speech_ns
+
+    async def commit(self) -> None:
+        await self.send({"type": "input_audio_buffer.commit"})
+
+    async def send_text(self, text: str, *, respond: bool = True) -> None:
+        await self.send({"type": "conversation.item.create",
+                         "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}})
+        if respond:
+            await self.send({"type": "response.create"})
+
+    async def cancel_response(self) -> None:
+        await self.send({"type": "response.cancel"})
+
+    # --- receiving ---------------------------------------------------------------------------------
+
+    async def next_event(self, timeout: float | None = None) -> ServerEvent:
+        ev = await asyncio.wait_for(self._queue.get(), timeout)
+        if ev is None:
+            self._queue.put_nowait(None)
+            raise ConnectionLost("the server closed the connection")
+        return ev
+
+    async def events(self) -> AsyncIterator[ServerEvent]:
+        while True:
+            try:
+                yield await self.next_event()
+            except ConnectionLost:
+                return
+
+    async def wait_for(self, *types: str, timeout: float = 30.0) -> ServerEvent:
+        deadline = time.monotonic() + timeout
+        while True:
+            ev = await self.next_event(timeout=max(0.0, deadline - time.monotonic()))
+            if ev.type in types:
+                return ev
+
+    async def collect_turn(self, timeout: float = 60.0, *, until_latency: bool = True) -> TurnResult:
+        """Gather one turn's events until ``response.done`` (and its final latency report)."""
+        result = TurnResult()
+        deadline = time.monotonic() + timeout
+        done = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise asyncio.TimeoutError(f"turn not finished after {timeout} s (status {result.status!r})")
+            try:
+                ev = await self.next_event(timeout=remaining if not done else min(remaining, 2.0))
+            except asyncio.TimeoutError:
+                if done:
+                    return result  # no latency report followed (e.g. an empty transcript)
+                raise
+            result.events.append(ev)
+            t = ev.type
+            if t == "conversation.item.input_audio_transcription.completed":
+                result.transcript = ev.data.get("transcript", "")
+            elif t in ("response.output_text.delta", "response.output_audio_transcript.delta"):
+                if not result.first_text_ns:
+                    result.first_text_ns = ev.received_ns
+                result.reply += ev.delta
+            elif t == "response.output_audio.delta":
+                if not result.first_audio_ns:
+                    result.first_audio_ns = ev.received_ns
+                result.audio += ev.audio()
+            elif t == "sub250.sources":
+                result.sources = Sources.from_event(ev).sources
+            elif t == "error":
+                result.errors.append(ev)
+            elif t == "response.done":
+                result.status = ev.data["response"]["status"]
+                result.done_ns = ev.received_ns
+                done = True
+                if not until_latency:
+                    return result
+            elif t == "sub250.turn.latency":
+                lat = TurnLatency.from_event(ev)
+                result.latency = lat
+                if lat.final and done:
+                    return result

@@ -1,0 +1,36 @@
+from app.audio.endpointing import Endpointer, SpeechStarted, SpeechStopped
+from app.tts.chunker import SentenceChunker
+
+
+def feed(ep, probs):
+    return [(i, d) for i, p in enumerate(probs) if (d := ep.push(p, i)) is not None]
+
+
+def test_speech_start_needs_two_windows_and_stop_needs_the_silence():
+    ep = Endpointer(threshold=0.5, silence_ms=160)  # 5 windows of 32 ms
+    events = feed(ep, [0.1, 0.9, 0.2, 0.9, 0.9, 0.9, 0.4, 0.1, 0.1, 0.1, 0.1, 0.1, 0.0])
+    assert events[0] == (4, SpeechStarted(3))
+    # 0.4 is above the hysteresis threshold (0.35): still speech; then five quiet windows
+    assert events[1] == (11, SpeechStopped(6))
+    assert len(events) == 2
+
+
+def test_a_short_pause_does_not_end_the_turn():
+    ep = Endpointer(threshold=0.5, silence_ms=160)
+    events = feed(ep, [0.9, 0.9, 0.1, 0.1, 0.1, 0.9, 0.9])
+    assert [type(d) for _, d in events] == [SpeechStarted]
+
+
+def test_chunker_splits_sentences_as_they_complete():
+    c = SentenceChunker()
+    out = []
+    for piece in ["The filter lasts ", "nine months. Replace", " it when the light", " turns amber! Thanks"]:
+        out += c.push(piece)
+    assert out == ["The filter lasts nine months.", "Replace it when the light turns amber!"]
+    assert c.flush() == ["Thanks"]
+    assert c.flush() == []
+
+
+def test_chunker_keeps_decimals_and_initials_together():
+    c = SentenceChunker()
+    assert c.push("It draws 1.5 amps in the U.S. market. Yes ") == ["It draws 1.5 amps in the U.S. market."]
