@@ -61,3 +61,50 @@ async def llm(settings: Settings):
     await st.start(("llm",))
     yield st.llm
     await st.close()
+
+
+TEST_KEY = "sk-sub250-test-0123456789"
+TEST_ORIGIN = "http://127.0.0.1:9999"
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def server(stack, llm):
+    """One real server for the whole run: every engine, a real PostgreSQL, API keys and limits on."""
+    from app.gateway import ApiKeys, GatewayLimits
+    from app.server import Server
+
+    stack.llm = llm
+    srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]),
+                 limits=GatewayLimits(max_sessions_per_key=4, max_event_bytes=256 * 1024, origins=(TEST_ORIGIN,)))
+    await srv.listen()
+    srv.attach(stack)
+    yield srv
+    await srv.close()
+
+
+@pytest.fixture(scope="session")
+def ws_url(server) -> str:
+    return f"ws://127.0.0.1:{server.port}/v1/realtime"
+
+
+@pytest.fixture(scope="session")
+def speak(stack, tmp_path_factory):
+    """Text -> a WAV of it spoken by the Piper voice (22.05 kHz), with 300 ms of silence before."""
+    import numpy as np
+    import soundfile as sf
+
+    folder = tmp_path_factory.mktemp("speech")
+    cache: dict[str, Path] = {}
+
+    def make(text: str) -> Path:
+        if text not in cache:
+            chunks = list(stack.tts.synthesize(text))
+            pcm = np.frombuffer(b"".join(c.pcm16 for c in chunks), dtype="<i2")
+            rate = chunks[0].sample_rate
+            audio = np.concatenate([np.zeros(int(0.3 * rate), dtype="<i2"), pcm])
+            path = folder / f"q{len(cache)}.wav"
+            sf.write(path, audio, rate, subtype="PCM_16")
+            cache[text] = path
+        return cache[text]
+
+    return make

@@ -1,0 +1,1 @@
+"""Benchmarks that talk to a server over the public protocol, as a client would (replay, reports)."""

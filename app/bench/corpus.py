@@ -1,0 +1,86 @@
+"""The replay corpus: spoken questions about the sample knowledge base, synthesized with the Piper voice
+from ``scripts/corpus/questions.json`` (texts are the references), plus the real recordings in
+``../shared/audio/real`` (referenced, not copied)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+QUESTIONS = REPO / "scripts" / "corpus" / "questions.json"
+SHARED_REAL = REPO.parent / "shared" / "audio" / "real"
+
+
+@dataclass(frozen=True)
+class Utterance:
+    id: str
+    path: Path
+    reference: str | None
+    kind: str  # "synthetic" | "real"
+
+
+def synthesize_corpus(out_dir: Path, tts: object | None = None, *, lead_silence_s: float = 0.3) -> list[Utterance]:
+    """Write one WAV per question (cached by text hash); return the utterances."""
+    import numpy as np
+    import soundfile as sf
+
+    questions = json.loads(QUESTIONS.read_text())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    utts = []
+    for q in questions:
+        digest = hashlib.sha1(q["text"].encode()).hexdigest()[:8]
+        path = out_dir / f"{q['id']}-{digest}.wav"
+        if not path.exists():
+            if tts is None:
+                tts = _load_tts()
+            chunks = list(tts.synthesize(q["text"]))
+            rate = chunks[0].sample_rate
+            pcm = np.frombuffer(b"".join(c.pcm16 for c in chunks), dtype="<i2")
+            audio = np.concatenate([np.zeros(int(lead_silence_s * rate), dtype="<i2"), pcm])
+            tmp = path.with_suffix(".tmp.wav")
+            sf.write(tmp, audio, rate, subtype="PCM_16")
+            tmp.replace(path)
+        utts.append(Utterance(q["id"], path, q["text"], "synthetic"))
+    return utts
+
+
+def _load_tts() -> object:
+    from app.config import Settings
+    from app.modelstore import prepare
+    from app.profiles import load_profile
+    from app.tts.piper import PiperTTS
+
+    settings = Settings.from_env()
+    profile = load_profile(settings.profile)
+    m = prepare(profile, settings.models_dir, stages=("tts",))["tts"]
+    tts = PiperTTS(m["model"], m["config"], profile.stage("tts"))
+    tts.load()
+    return tts
+
+
+def real_recordings(folder: Path = SHARED_REAL) -> list[Utterance]:
+    if not folder.is_dir():
+        return []
+    refs_path = folder / "transcripts.json"
+    refs = json.loads(refs_path.read_text()) if refs_path.exists() else {}
+    return [Utterance(p.stem, p, refs.get(p.stem), "real") for p in sorted(folder.glob("*.wav"))]
+
+
+def load_manifest(path: Path) -> list[Utterance]:
+    """A folder of WAVs (references from ``transcripts.json`` or ``<name>.txt`` beside them), or a JSON
+    manifest ``[{"id", "path", "reference"}]``."""
+    if path.is_dir():
+        refs_path = path / "transcripts.json"
+        refs = json.loads(refs_path.read_text()) if refs_path.exists() else {}
+        out = []
+        for p in sorted(path.glob("*.wav")):
+            txt = p.with_suffix(".txt")
+            ref = refs.get(p.stem) or (txt.read_text().strip() if txt.exists() else None)
+            out.append(Utterance(p.stem, p, ref, "file"))
+        return out
+    items = json.loads(path.read_text())
+    return [Utterance(i["id"], (path.parent / i["path"]).resolve(), i.get("reference"), i.get("kind", "file"))
+            for i in items]
