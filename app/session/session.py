@@ -316,6 +316,8 @@ class RealtimeSession:
         """Partial transcript of the speech so far, at most one at a time, skipped when ASR is busy."""
         if self._partial_task is not None or self.shared.asr_lock.locked() or not self.config.transcription:
             return
+        if not self.stack.profile.stage("asr").get("partials", True):
+            return
         end = self._win0 + len(self._windows)
         if (end - self._last_partial_window) * WINDOW_MS < PARTIAL_EVERY_MS:
             return

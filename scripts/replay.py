@@ -1,0 +1,194 @@
+#!/usr/bin/env python
+"""Replay benchmark: recorded audio through N concurrent sessions, per-turn latency report with plots.
+
+    .venv/bin/python scripts/replay.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY]
+        [--corpus synthetic|real|all|PATH] [--sessions 1,2,4] [--turns 4 | --duration 60] [--speed 1.0]
+        [--compare baseline [--baseline-url URL]] [--out reports/replay-...]
+
+Streams each WAV (any rate; resampled here) at real-time pace through our SDK, waits for the reply, and
+writes turns.jsonl (every turn: marks, spans, transcript, reference, reply, errors, client clock),
+summary.json, table.txt, PNG plots and a self-contained report.html. ``--compare baseline`` runs the
+same audio, interleaved, through a naive configuration (profile cpu-baseline: no partial ASR, no
+speculative decoding, no prefix caching) — started locally on a free port unless --baseline-url is
+given — and prints the normal/baseline ratio of each span. Ctrl-C stops cleanly and still writes the
+partial report. Exit status 1 when any turn failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.bench import report  # noqa: E402
+from app.bench.corpus import load_manifest, real_recordings, synthesize_corpus  # noqa: E402
+from app.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
+from app.bench.stats import format_table, percentile, summarize  # noqa: E402
+from app.config import Settings  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def default_key() -> str | None:
+    if os.environ.get("SUB250_API_KEY"):
+        return os.environ["SUB250_API_KEY"]
+    f = Settings.from_env().api_keys_file
+    if f.exists():
+        for line in f.read_text().splitlines():
+            if line.strip() and not line.startswith("#"):
+                return line.strip()
+    return None
+
+
+def corpus(spec: str) -> list:
+    settings = Settings.from_env()
+    if spec in ("synthetic", "all"):
+        utts = synthesize_corpus(settings.home / "corpus")
+    else:
+        utts = []
+    if spec in ("real", "all"):
+        utts += real_recordings()
+    if spec not in ("synthetic", "real", "all"):
+        utts = load_manifest(Path(spec))
+    if not utts:
+        raise SystemExit(f"replay: the corpus {spec!r} is empty")
+    return utts
+
+
+def start_baseline_server() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--profile", "cpu-baseline", "serve", "--port", str(port),
+                             "--dev-no-auth"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            raise SystemExit("replay: the baseline server did not start")
+        if line.startswith("ready in"):
+            break
+    print(f"baseline server (profile cpu-baseline) on port {port}", file=sys.stderr)
+    return proc, f"ws://127.0.0.1:{port}/v1/realtime"
+
+
+async def main(args: argparse.Namespace) -> int:
+    utts = corpus(args.corpus)
+    levels = [int(x) for x in args.sessions.split(",")]
+    out = Path(args.out or f"reports/replay-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    command = " ".join(sys.argv)
+    turns: list[dict] = []
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    t_start = time.monotonic()
+
+    def sink(record: dict) -> None:
+        turns.append(record)
+        with (out / "turns.jsonl").open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        done = [t for t in turns if t["label"] == record["label"] and t["sessions"] == record["sessions"]]
+        ttfts = [t["latency"]["spans"]["ttft"] for t in done if t.get("latency") and t["latency"]["spans"]["ttft"]]
+        p50 = percentile(ttfts, 50)
+        print(f"[{record['label']} N={record['sessions']}] {len(done)} turns"
+              f"{'' if record['status'] == 'completed' else ' (' + record['status'] + ')'}, ttft p50 "
+              f"{'-' if p50 is None else f'{p50:.0f}'} ms, {time.monotonic() - t_start:.0f} s", file=sys.stderr)
+
+    baseline_proc = None
+    configs = [("normal", args.url, args.key or default_key())]
+    if args.compare == "baseline":
+        if args.baseline_url:
+            configs.append(("baseline", args.baseline_url, args.baseline_key or args.key or default_key()))
+        else:
+            baseline_proc, burl = start_baseline_server()
+            configs.append(("baseline", burl, None))
+    (out / "turns.jsonl").write_text("")
+    try:
+        for n in levels:
+            # Interleave: one round of each configuration at a time, so both see the same machine state.
+            rounds = max(1, args.turns // args.interleave) if not args.duration else 1
+            per_round = args.turns if args.duration else min(args.turns, args.interleave)
+            for _ in range(rounds):
+                for label, url, key in configs:
+                    if stop.is_set():
+                        break
+                    cfg = ReplayConfig(url=url, key=key, label=label, sessions=n, turns=per_round,
+                                       duration_s=args.duration, speed=args.speed, timeout_s=args.timeout)
+                    task = asyncio.ensure_future(run_replay(cfg, utts, sink, stop))
+                    await task
+    finally:
+        if baseline_proc is not None:
+            baseline_proc.send_signal(signal.SIGINT)
+            try:
+                baseline_proc.wait(60)
+            except subprocess.TimeoutExpired:
+                baseline_proc.kill()
+        tables = write_report(turns, out, command, [c[0] for c in configs], levels)
+        print("\n\n".join(tables))
+        print(f"\nreport: {out}/report.html", file=sys.stderr)
+    failed = [t for t in turns if t["status"] != "completed"]
+    if failed:
+        print(f"replay: {len(failed)} of {len(turns)} turns failed or were lost", file=sys.stderr)
+        return 1
+    return 130 if stop.is_set() else 0
+
+
+def write_report(turns: list[dict], out: Path, command: str, labels: list[str], levels: list[int]) -> list[str]:
+    write_jsonl(out / "turns.jsonl", turns)
+    summaries: dict[str, dict] = {}
+    tables = []
+    for label in labels:
+        for n in levels:
+            sel = [t for t in turns if t["label"] == label and t["sessions"] == n]
+            if not sel:
+                continue
+            s = summarize(sel)
+            summaries[f"{label}/N={n}"] = s
+            tables.append(format_table(s, f"== {label}, N={n} =="))
+    if "baseline" in labels:
+        for n in levels:
+            a, b = summaries.get(f"normal/N={n}"), summaries.get(f"baseline/N={n}")
+            if a and b:
+                tables.append(f"== normal / baseline, N={n} ==\n" + report.comparison_table(a, b))
+    (out / "summary.json").write_text(json.dumps(summaries, indent=2, default=dict))
+    (out / "table.txt").write_text("\n\n".join(tables) + "\n")
+    images = []
+    if turns:
+        try:
+            images = [report.waterfall(turns, out / "waterfall.png"), report.cdfs(turns, out / "cdf.png")]
+            if len(levels) > 1:
+                images.append(report.sweep(turns, out / "sweep.png"))
+        except ImportError as exc:
+            tables.append(f"(no plots: {exc}; install matplotlib)")
+    report.html_report("sub250 replay benchmark", tables, images, out / "report.html", command)
+    return tables
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", default=os.environ.get("SUB250_URL", "ws://127.0.0.1:8250/v1/realtime"))
+    p.add_argument("--key", help="API key (default: $SUB250_API_KEY or the local key serve created)")
+    p.add_argument("--corpus", default="all", help="synthetic, real, all, a folder of WAVs or a JSON manifest")
+    p.add_argument("--sessions", default="1", help="concurrent sessions, or a sweep: 1,2,4")
+    p.add_argument("--turns", type=int, default=4, help="turns per session (per level and configuration)")
+    p.add_argument("--duration", type=float, help="seconds per level instead of --turns")
+    p.add_argument("--speed", type=float, default=1.0, help="stream audio this many times faster than real time")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
+    p.add_argument("--compare", choices=["baseline"])
+    p.add_argument("--baseline-url")
+    p.add_argument("--baseline-key")
+    p.add_argument("--interleave", type=int, default=2, help="turns per session before switching configuration")
+    p.add_argument("--out")
+    raise SystemExit(asyncio.run(main(p.parse_args())))

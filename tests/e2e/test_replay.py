@@ -1,0 +1,46 @@
+"""The replay benchmark script against the real server: 2 sessions x 2 turns -> JSON, table, PNGs, HTML."""
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.engines
+REPO = Path(__file__).resolve().parents[2]
+TEST_KEY = "sk-sub250-test-0123456789"
+
+
+async def test_replay_script_writes_the_report(ws_url, speak, shared_audio, tmp_path):
+    manifest = [
+        {"id": "filter", "path": str(speak("How often do I need to buy a new filter?")),
+         "reference": "How often do I need to buy a new filter?", "kind": "synthetic"},
+        {"id": "motor", "path": str(speak("How many years is the motor guaranteed for?")),
+         "reference": "How many years is the motor guaranteed for?", "kind": "synthetic"},
+        {"id": "goforward", "path": str(shared_audio / "goforward.wav"), "reference": "go forward ten meters",
+         "kind": "real"},
+    ]
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "report"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(REPO / "scripts" / "replay.py"), "--url", ws_url, "--key", TEST_KEY,
+        "--corpus", str(tmp_path / "manifest.json"), "--sessions", "2", "--turns", "2", "--out", str(out),
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 600)
+    stdout, stderr = stdout.decode(), stderr.decode()
+    assert proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
+    turns = [json.loads(l) for l in (out / "turns.jsonl").read_text().splitlines()]
+    assert len(turns) == 4 and {t["session"] for t in turns} == {0, 1}
+    for t in turns:
+        assert t["status"] == "completed" and t["latency"]["final"]
+        assert t["transcript"] and t["reference"]
+        assert t["client"]["voice_to_voice"] > 0 and t["client"]["ttft_client"] > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["normal/N=2"]["completed"] == 4
+    assert "p95" in stdout and "met the 250 ms budget" in stdout and "WER" in stdout
+    assert "turns, ttft p50" in stderr  # progress while it runs
+    for name in ("waterfall.png", "cdf.png", "report.html", "table.txt"):
+        assert (out / name).stat().st_size > 1000, name
+    assert (out / "waterfall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "data:image/png;base64," in (out / "report.html").read_text()

@@ -1,0 +1,241 @@
+"""The session's turn loop with fakes around it (deterministic, no models): the real session code,
+endpointing, chunker, timeline and outbox semantics, with fake VAD/ASR/retriever/LLM/TTS engines."""
+
+import asyncio
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from app.errors import EngineError
+from app.llm.base import TokenDelta
+from app.profiles import load_profile
+from app.protocol import parse_client_event
+from app.protocol.events import encode_audio
+from app.session.session import RealtimeSession, Shared
+from app.tts.base import AudioChunk
+
+
+class FakeVADSession:
+    """Energy-based stand-in for Silero's ONNX session (same inputs/outputs)."""
+
+    def run(self, _outputs, feeds):
+        x = feeds["input"][0, 64:]
+        p = 0.95 if np.abs(x).mean() > 0.05 else 0.02
+        return np.array([[p]], dtype=np.float32), feeds["state"]
+
+
+class FakeASR:
+    def __init__(self):
+        self.calls = []
+
+    def transcribe(self, audio):
+        self.calls.append(audio.size)
+        return SimpleNamespace(text="how often do I change the filter", audio_seconds=audio.size / 16000,
+                               compute_seconds=0.001)
+
+
+@dataclass
+class FakePassage:
+    title: str = "When to Replace the Filter"
+    content: str = "Replace it every nine months."
+
+    def as_source(self):
+        return {"id": 1, "source": "product.md", "title": self.title, "score": 0.9}
+
+
+class FakeRetriever:
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    async def retrieve(self, query, k=None):
+        if self.fail:
+            raise ConnectionError("database is down")
+        return SimpleNamespace(passages=[FakePassage()], embed_ms=1.0, search_ms=1.0)
+
+
+@dataclass
+class FakeLLM:
+    words: list = field(default_factory=lambda: "Replace the filter every nine months. Thanks for asking!".split())
+    delay: float = 0.0
+    fail: bool = False
+    aborted: list = field(default_factory=list)
+    prompts: list = field(default_factory=list)
+
+    def tokenize(self, messages):
+        self.prompts.append(messages)
+        return [1, 2, 3]
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    async def stream(self, req):
+        finished = False
+        try:
+            for i, w in enumerate(self.words):
+                await asyncio.sleep(self.delay)
+                if self.fail and i == 2:
+                    raise EngineError("the vLLM engine died")
+                last = i == len(self.words) - 1
+                yield TokenDelta(("" if i == 0 else " ") + w, i + 1, finished=last,
+                                 spec_decoding={"num_draft_tokens": 8, "num_accepted_draft_tokens": 4,
+                                                "num_spec_tokens": 4} if last else None)
+            finished = True
+        finally:
+            if not finished:
+                await self.abort(req.request_id)
+
+    async def abort(self, request_id):
+        self.aborted.append(request_id)
+
+
+class FakeTTS:
+    sample_rate = 22050
+
+    def synthesize(self, text):
+        yield AudioChunk(pcm16=bytes(int(0.2 * self.sample_rate) * 2), sample_rate=self.sample_rate)
+
+
+class FakeTransport:
+    def __init__(self):
+        self.sent = []
+
+    def send(self, event, *, tag=None, on_sent=None):
+        self.sent.append(event)
+        if on_sent:
+            from app.metrics.timeline import now_ns
+
+            on_sent(now_ns())
+
+    def purge(self, tag):
+        return 0
+
+    async def measure_rtt(self):
+        return 1.5
+
+    def types(self):
+        return [e["type"] for e in self.sent]
+
+
+def make_session(llm=None, retriever=None):
+    stack = SimpleNamespace(profile=load_profile("cpu-tiny"), vad_session=FakeVADSession(), asr=FakeASR(),
+                            retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS())
+    transport = FakeTransport()
+    session = RealtimeSession(Shared(stack), transport)
+    session.start()
+    return session, transport, stack
+
+
+def speech(seconds, amplitude=0.3):
+    rng = np.random.default_rng(0)
+    return (rng.uniform(-amplitude, amplitude, int(24000 * seconds)) * 32767).astype("<i2").tobytes()
+
+
+def silence(seconds):
+    return bytes(int(24000 * seconds) * 2)
+
+
+async def feed(session, pcm, frame_ms=20):
+    step = 24000 * frame_ms // 1000 * 2
+    for i in range(0, len(pcm), step):
+        ev = parse_client_event('{"type": "input_audio_buffer.append", "audio": "%s"}' % encode_audio(pcm[i:i + step]))
+        await session.handle(ev, __import__("time").perf_counter_ns())
+
+
+async def wait_for(transport, type_, n=1, timeout=5.0):
+    for _ in range(int(timeout / 0.01)):
+        if transport.types().count(type_) >= n:
+            return [e for e in transport.sent if e["type"] == type_]
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no {type_} in {transport.types()}")
+
+
+async def test_spoken_turn_flows_through_every_stage():
+    session, t, stack = make_session()
+    await feed(session, silence(0.3) + speech(1.0) + silence(0.8))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed"
+    types = t.types()
+    order = ["session.created", "input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
+             "input_audio_buffer.committed", "response.created",
+             "conversation.item.input_audio_transcription.completed", "sub250.sources",
+             "response.output_audio_transcript.delta", "response.output_audio.delta", "response.done"]
+    assert [types.index(x) for x in order] == sorted(types.index(x) for x in order)
+    lat = (await wait_for(t, "sub250.turn.latency", 2))[-1]
+    assert lat["final"] and lat["outcome"] == "completed"
+    for mark in ("speech_start", "speech_end", "turn_commit", "asr_final", "retrieval_start", "retrieval_end",
+                 "prompt_ready", "llm_submit", "first_token", "first_token_sent", "first_audio", "first_audio_sent",
+                 "response_done"):
+        assert mark in lat["marks"], mark
+    assert lat["spans"]["network_rtt"] == 1.5
+    assert lat["beside"]["spec_acceptance"] == 0.5
+    # the audio given to ASR starts with the prefix padding and holds the whole utterance
+    assert 1.0 * 16000 <= stack.asr.calls[-1] <= 1.9 * 16000
+    # the retrieved passage reached the prompt
+    assert "nine months" in stack.llm.prompts[-1][-1]["content"]
+    # history: user transcript, then the assistant's full reply
+    assert [h["role"] for h in session.history] == ["user", "assistant"]
+    assert session.history[-1]["text"] == "Replace the filter every nine months. Thanks for asking!"
+
+
+async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():
+    llm = FakeLLM(words=["word"] * 200, delay=0.01)
+    session, t, stack = make_session(llm=llm)
+    await feed(session, speech(0.8) + silence(0.8))
+    await wait_for(t, "response.output_audio_transcript.delta", 5)
+    await feed(session, speech(0.3))  # the caller talks over the reply
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "cancelled"
+    assert done["response"]["status_details"]["reason"] == "turn_detected"
+    assert llm.aborted, "the engine request must be aborted"
+    sent = "".join(e["delta"] for e in t.sent if e["type"] == "response.output_audio_transcript.delta")
+    assistant = [h for h in session.history if h["role"] == "assistant"][0]
+    assert assistant["text"] == sent and len(sent.split()) < 200
+    assert session.counters["cancelled"] == 1
+
+
+async def test_dead_retriever_gives_an_error_and_the_reply_still_comes():
+    session, t, _ = make_session(retriever=FakeRetriever(fail=True))
+    await feed(session, speech(0.8) + silence(0.8))
+    done = (await wait_for(t, "response.done"))[0]
+    errors = [e["error"] for e in t.sent if e["type"] == "error"]
+    assert [e["code"] for e in errors] == ["retrieval_unavailable"] and errors[0]["type"] == "server_error"
+    assert done["response"]["status"] == "completed"
+
+
+async def test_engine_failure_fails_the_response_not_the_session():
+    llm = FakeLLM(fail=True)
+    session, t, _ = make_session(llm=llm)
+    await feed(session, speech(0.8) + silence(0.8))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "failed"
+    assert any(e["type"] == "error" and e["error"]["code"] == "response_failed" for e in t.sent)
+    llm.fail = False
+    await feed(session, speech(0.8) + silence(0.8))
+    done = (await wait_for(t, "response.done", 2))[-1]
+    assert done["response"]["status"] == "completed"
+
+
+async def test_client_commit_mode():
+    session, t, _ = make_session()
+    await session.handle(parse_client_event(
+        '{"type": "session.update", "session": {"audio": {"input": {"turn_detection": null}}}}'), 0)
+    await feed(session, speech(0.8) + silence(0.8))
+    assert "input_audio_buffer.speech_started" not in t.types()
+    await session.handle(parse_client_event('{"type": "input_audio_buffer.commit"}'),
+                         __import__("time").perf_counter_ns())
+    await wait_for(t, "conversation.item.input_audio_transcription.completed")
+    assert "response.created" not in t.types()  # with turn_detection null the client asks for the reply
+    await session.handle(parse_client_event('{"type": "response.create"}'), __import__("time").perf_counter_ns())
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed"
+
+
+async def test_close_stops_a_running_reply():
+    llm = FakeLLM(words=["word"] * 500, delay=0.01)
+    session, t, _ = make_session(llm=llm)
+    await feed(session, speech(0.8) + silence(0.8))
+    await wait_for(t, "response.output_audio_transcript.delta")
+    await session.close()
+    assert llm.aborted
