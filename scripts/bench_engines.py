@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Per-engine figures on this machine: load time, p50/p95 of one call, memory.
 
-    .venv/bin/python scripts/bench_engines.py [--runs 20] [--out reports/engines.json]
+    .venv/bin/python scripts/bench_engines.py [--runs 20] [--out reports/engines.json] [--stages llm,asr]
 
 Each engine is loaded on its own (in the order of ``sub250 doctor``), its memory is the growth of this
 process's RSS plus its children's (vLLM runs in child processes), then its probe call (the same as
@@ -42,7 +42,7 @@ async def main(args: argparse.Namespace) -> int:
     stack = Stack.from_settings(settings)
     results: list[dict] = []
     try:
-        for stage in ORDER:
+        for stage in [s for s in ORDER if s in args.stages.split(",")]:
             print(f"{stage}: loading…", file=sys.stderr, flush=True)
             mem0 = rss_mb()
             t0 = time.perf_counter()
@@ -103,4 +103,5 @@ if __name__ == "__main__":
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--llm-runs", type=int, default=10)
     p.add_argument("--out", default="reports/engines.json")
+    p.add_argument("--stages", default=",".join(ORDER), help="comma-separated subset of " + ",".join(ORDER))
     raise SystemExit(asyncio.run(main(p.parse_args())))

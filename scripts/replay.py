@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -61,7 +62,8 @@ def corpus(spec: str) -> list:
         utts = load_manifest(Path(spec))
     if not utts:
         raise SystemExit(f"replay: the corpus {spec!r} is empty")
-    return utts
+    # A fixed, mixed order: real recordings spread among the synthetic questions, the same every run.
+    return sorted(utts, key=lambda u: hashlib.sha1(u.id.encode()).hexdigest())
 
 
 def start_baseline_server() -> tuple[subprocess.Popen, str]:
@@ -118,14 +120,15 @@ async def main(args: argparse.Namespace) -> int:
     try:
         for n in levels:
             # Interleave: one round of each configuration at a time, so both see the same machine state.
-            rounds = max(1, args.turns // args.interleave) if not args.duration else 1
-            per_round = args.turns if args.duration else min(args.turns, args.interleave)
-            for _ in range(rounds):
+            # Without a comparison, each session runs all its turns in one conversation.
+            step = args.turns if len(configs) == 1 or args.duration else max(1, args.interleave)
+            for first in range(0, args.turns, step):
                 for label, url, key in configs:
                     if stop.is_set():
                         break
-                    cfg = ReplayConfig(url=url, key=key, label=label, sessions=n, turns=per_round,
-                                       duration_s=args.duration, speed=args.speed, timeout_s=args.timeout)
+                    cfg = ReplayConfig(url=url, key=key, label=label, sessions=n, turns=min(step, args.turns - first),
+                                       duration_s=args.duration, speed=args.speed, timeout_s=args.timeout,
+                                       first_turn=first)
                     task = asyncio.ensure_future(run_replay(cfg, utts, sink, stop))
                     await task
     finally:

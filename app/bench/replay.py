@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.corpus import Utterance
-from app.sdk import RealtimeClient
+from app.sdk import RealtimeClient, TurnLatency, TurnResult
 from app.sdk.client import ConnectionLost
 
 
@@ -31,6 +31,7 @@ class ReplayConfig:
     speed: float = 1.0
     timeout_s: float = 120.0
     pause_s: float = 0.5        # between a reply and the next question
+    first_turn: int = 0         # numbering (and corpus position) continues across interleaved rounds
     session_update: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,28 +56,36 @@ async def run_session(cfg: ReplayConfig, index: int, utts: list[Utterance], sink
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 break
-            utt = utts[(index + turn * cfg.sessions) % len(utts)]
-            record: dict[str, Any] = {"label": cfg.label, "sessions": cfg.sessions, "session": index, "turn": turn,
+            number = cfg.first_turn + turn
+            utt = utts[(index + number * cfg.sessions) % len(utts)]
+            record: dict[str, Any] = {"label": cfg.label, "sessions": cfg.sessions, "session": index, "turn": number,
                                       "utterance": utt.id, "kind": utt.kind, "reference": utt.reference,
                                       "started_at": time.time()}
             rtt = await _client_rtt(client)
             sender = asyncio.ensure_future(client.send_wav(str(utt.path), realtime=True, speed=cfg.speed,
                                                            silence_after_ms=1500))
             try:
-                result = await client.collect_turn(timeout=cfg.timeout_s)
-                last_speech_ns = await sender
+                result = await collect_utterance(client, sender, cfg.timeout_s)
+                last_speech_ns = sender.result()
                 record.update(status=result.status or "no_response", transcript=result.transcript,
+                              server_turns=getattr(result, "server_turns", 1),
                               reply=result.reply, errors=[e.data["error"] for e in result.errors],
                               sources=[s["title"] for s in result.sources],
                               latency=result.latency.raw if result.latency else None,
                               reply_audio_s=round(result.audio_seconds, 3))
-                committed = next((e.received_ns for e in result.events if e.type == "input_audio_buffer.committed"),
-                                 None)
+                committed = next((e.received_ns for e in reversed(result.events)
+                                  if e.type == "input_audio_buffer.committed"), None)
                 client_m: dict[str, float | None] = {"rtt": rtt}
                 if committed and result.first_text_ns and rtt is not None:
                     client_m["ttft_client"] = (result.first_text_ns - committed) / 1e6 + rtt
+                stopped = next((e for e in reversed(result.events) if e.type == "input_audio_buffer.speech_stopped"),
+                               None)
+                speech_end_ns = client.sent_at(stopped.data["audio_end_ms"]) if stopped else None
+                if result.first_audio_ns and speech_end_ns:
+                    # from sending the frame the server judged the end of speech, to hearing the reply
+                    client_m["voice_to_voice"] = (result.first_audio_ns - speech_end_ns) / 1e6
                 if result.first_audio_ns:
-                    client_m["voice_to_voice"] = (result.first_audio_ns - last_speech_ns) / 1e6
+                    client_m["file_end_to_audio"] = (result.first_audio_ns - last_speech_ns) / 1e6
                 record["client"] = client_m
             except (asyncio.TimeoutError, ConnectionLost) as exc:
                 sender.cancel()
@@ -93,6 +102,61 @@ async def run_session(cfg: ReplayConfig, index: int, utts: list[Utterance], sink
             await asyncio.sleep(cfg.pause_s)
     finally:
         await client.close()
+
+
+async def collect_utterance(client: RealtimeClient, sender: asyncio.Task, timeout: float) -> TurnResult:
+    """Events of one utterance until the server has answered all of it.
+
+    Endpointing may split an utterance with long pauses into several server turns (each later part
+    barging in on the reply to the earlier one); the utterance is done when its audio has been sent and
+    every committed turn has its ``response.done`` and final latency report. The result's figures are
+    those of the last server turn (the one that answered the whole utterance); ``server_turns`` counts them.
+    """
+    result = TurnResult()
+    deadline = time.monotonic() + timeout
+    committed = done = finals = 0
+    quiet_since = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise asyncio.TimeoutError(f"utterance not answered after {timeout:.0f} s")
+        try:
+            ev = await client.next_event(timeout=min(remaining, 0.25))
+        except asyncio.TimeoutError:
+            if sender.done() and committed and done >= committed:
+                quiet_since = quiet_since or time.monotonic()
+                if finals >= done or time.monotonic() - quiet_since > 2.0:
+                    break
+            continue
+        quiet_since = None
+        result.events.append(ev)
+        t = ev.type
+        if t == "input_audio_buffer.committed":
+            committed += 1
+            result.reply, result.audio, result.first_text_ns, result.first_audio_ns = "", bytearray(), 0, 0
+        elif t == "conversation.item.input_audio_transcription.completed":
+            result.transcript = " ".join(x for x in (result.transcript, ev.data.get("transcript", "")) if x)
+        elif t in ("response.output_text.delta", "response.output_audio_transcript.delta"):
+            result.first_text_ns = result.first_text_ns or ev.received_ns
+            result.reply += ev.delta
+        elif t == "response.output_audio.delta":
+            result.first_audio_ns = result.first_audio_ns or ev.received_ns
+            result.audio += ev.audio()
+        elif t == "sub250.sources":
+            result.sources = list(ev.data.get("sources", []))
+        elif t == "error":
+            result.errors.append(ev)
+        elif t == "response.done":
+            done += 1
+            result.status = ev.data["response"]["status"]
+            result.done_ns = ev.received_ns
+        elif t == "sub250.turn.latency" and ev.data.get("final"):
+            finals += 1
+            result.latency = TurnLatency.from_event(ev)
+        if sender.done() and committed and done >= committed and finals >= done:
+            break
+    result.server_turns = committed  # type: ignore[attr-defined]
+    return result
 
 
 async def run_replay(cfg: ReplayConfig, utts: list[Utterance], sink: Callable[[dict], None],

@@ -53,6 +53,10 @@ class RealtimeClient:
         self._session_update: dict[str, Any] | None = None
         self._queue: asyncio.Queue[ServerEvent | None] = asyncio.Queue()
         self._reader: asyncio.Task | None = None
+        #: Input audio sent in this session (ms) and (end_ms, perf_counter_ns) of recent frames, so that the
+        #: server's audio positions (``audio_end_ms``) can be mapped to client send times.
+        self.audio_sent_ms = 0.0
+        self._sent_log: list[tuple[float, int]] = []
 
     async def __aenter__(self) -> "RealtimeClient":
         await self.connect()
@@ -76,6 +80,8 @@ class RealtimeClient:
                 await asyncio.sleep(delay)
                 delay *= 2
         self._queue = asyncio.Queue()
+        self.audio_sent_ms = 0.0
+        self._sent_log = []
         self._reader = asyncio.ensure_future(self._read())
         created = await self.wait_for("session.created", timeout=10)
         self.session = created.data.get("session", {})
@@ -127,6 +133,17 @@ class RealtimeClient:
     async def send_audio(self, pcm16: bytes) -> None:
         """Append PCM16 mono 24 kHz audio to the input buffer."""
         await self.send({"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm16).decode()})
+        self.audio_sent_ms += len(pcm16) / 2 / RATE * 1000
+        self._sent_log.append((self.audio_sent_ms, time.perf_counter_ns()))
+        if len(self._sent_log) > 20_000:
+            del self._sent_log[:10_000]
+
+    def sent_at(self, audio_ms: float) -> int | None:
+        """perf_counter_ns when the frame holding input position ``audio_ms`` was sent (None if unknown)."""
+        for end_ms, ns in self._sent_log:
+            if end_ms >= audio_ms:
+                return ns
+        return None
 
     async def send_wav(self, path: str, *, realtime: bool = True, speed: float = 1.0, chunk_ms: int = 20,
                        silence_after_ms: int = 1000) -> int:
