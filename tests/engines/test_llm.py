@@ -32,13 +32,16 @@ async def test_streams_text_with_speculative_decoding_counters(llm):
 
 
 async def test_answer_is_grounded_in_the_prompt(llm):
-    msgs = [
-        {"role": "system", "content": "Answer from the context in one sentence."},
-        {"role": "user", "content": "Context: The TriLayer filter of the Halden Aero costs 49 dollars.\n\n"
-                                    "Question: How much does the TriLayer filter cost?"},
-    ]
-    text = "".join([d.text async for d in llm.stream(LLMRequest(f"t-{uuid.uuid4().hex}", msgs, max_tokens=40))])
-    assert "49" in text
+    """The product's own prompt template with a passage of the sample knowledge base."""
+    from app.llm.prompt import build_messages
+    from app.protocol.session_config import DEFAULT_INSTRUCTIONS
+    from app.rag.kb import SAMPLE_KB, read_folder
+
+    passage = next(p for d in read_folder(SAMPLE_KB) for p in d.passages if p.title == "When to Replace the Filter")
+    msgs = build_messages(DEFAULT_INSTRUCTIONS, "How often do I need to buy a new filter?", [passage], [],
+                          llm.count_tokens)
+    text = "".join([d.text async for d in llm.stream(LLMRequest(f"t-{uuid.uuid4().hex}", msgs, max_tokens=60))])
+    assert "nine months" in text.lower()
 
 
 async def test_closing_the_stream_aborts_the_request(llm):
