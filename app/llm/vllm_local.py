@@ -30,6 +30,7 @@ class VLLMLocalEngine(LLMEngine):
         self.settings = settings
         self._engine: Any = None
         self._tokenizer: Any = None
+        self._chat_template: str | None = None  # the profile's, for tokenizers without one
         self.load_seconds: float | None = None
         self.enforce_eager = bool(cfg.get("enforce_eager", False))
         if getattr(settings, "llm_enforce_eager", ""):
@@ -87,6 +88,13 @@ class VLLMLocalEngine(LLMEngine):
             else:
                 os.environ["LD_PRELOAD"] = saved_preload
         self._tokenizer = self._engine.get_tokenizer()
+        if not getattr(self._tokenizer, "chat_template", None):
+            template = self.cfg.get("chat_template")
+            if not template:
+                await self.close()
+                raise ModelError(f"the tokenizer of {self.model} has no chat template (a base model?)",
+                                 "set chat_template in the profile's [llm] table (see models/cpu-gemma.toml)")
+            self._chat_template = template
         # One short request so the first caller does not pay for lazy initialisation (~1.4 s on CPU).
         warm = LLMRequest("warmup", [{"role": "user", "content": "Hello."}], max_tokens=4)
         async for _ in self.stream(warm):
@@ -96,7 +104,8 @@ class VLLMLocalEngine(LLMEngine):
     def tokenize(self, messages: list[dict[str, str]]) -> list[int]:
         # Render the template to text, then encode without adding special tokens a second time
         # (the template writes its own; transformers 5 returns a BatchEncoding from tokenize=True).
-        text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        kwargs = {"chat_template": self._chat_template} if self._chat_template else {}
+        text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
     def count_tokens(self, text: str) -> int:
