@@ -94,7 +94,18 @@ async def main(args: argparse.Namespace) -> int:
     turns: list[dict] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, stop.set)
+    running: list[asyncio.Task] = []
+
+    def interrupt() -> None:
+        # First Ctrl-C: finish the turns in flight, then report. Second: abandon them and report now.
+        if stop.is_set():
+            for task in running:
+                task.cancel()
+        else:
+            print("\nstopping after the turns in flight (Ctrl-C again to stop now)…", file=sys.stderr)
+            stop.set()
+
+    loop.add_signal_handler(signal.SIGINT, interrupt)
     t_start = time.monotonic()
 
     def sink(record: dict) -> None:
@@ -130,7 +141,11 @@ async def main(args: argparse.Namespace) -> int:
                                        duration_s=args.duration, speed=args.speed, timeout_s=args.timeout,
                                        first_turn=first)
                     task = asyncio.ensure_future(run_replay(cfg, utts, sink, stop))
-                    await task
+                    running[:] = [task]
+                    try:
+                        await task
+                    except asyncio.CancelledError:
+                        break
     finally:
         if baseline_proc is not None:
             baseline_proc.send_signal(signal.SIGINT)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.bench.corpus import Utterance
-from app.sdk import RealtimeClient, TurnLatency, TurnResult
+from app.sdk import RealtimeClient, TurnResult
 from app.sdk.client import ConnectionLost
 
 
@@ -129,30 +129,18 @@ async def collect_utterance(client: RealtimeClient, sender: asyncio.Task, timeou
                     break
             continue
         quiet_since = None
-        result.events.append(ev)
         t = ev.type
         if t == "input_audio_buffer.committed":
-            committed += 1
+            committed += 1  # a new server turn: its reply replaces the previous (cancelled) one
             result.reply, result.audio, result.first_text_ns, result.first_audio_ns = "", bytearray(), 0, 0
-        elif t == "conversation.item.input_audio_transcription.completed":
-            result.transcript = " ".join(x for x in (result.transcript, ev.data.get("transcript", "")) if x)
-        elif t in ("response.output_text.delta", "response.output_audio_transcript.delta"):
-            result.first_text_ns = result.first_text_ns or ev.received_ns
-            result.reply += ev.delta
-        elif t == "response.output_audio.delta":
-            result.first_audio_ns = result.first_audio_ns or ev.received_ns
-            result.audio += ev.audio()
-        elif t == "sub250.sources":
-            result.sources = list(ev.data.get("sources", []))
-        elif t == "error":
-            result.errors.append(ev)
+        heard = result.transcript
+        result.absorb(ev)
+        if t == "conversation.item.input_audio_transcription.completed":
+            result.transcript = " ".join(x for x in (heard, result.transcript) if x)
         elif t == "response.done":
             done += 1
-            result.status = ev.data["response"]["status"]
-            result.done_ns = ev.received_ns
         elif t == "sub250.turn.latency" and ev.data.get("final"):
             finals += 1
-            result.latency = TurnLatency.from_event(ev)
         if sender.done() and committed and done >= committed and finals >= done:
             break
     result.server_turns = committed  # type: ignore[attr-defined]

@@ -41,6 +41,28 @@ class TurnResult:
     def audio_seconds(self) -> float:
         return len(self.audio) / 2 / RATE
 
+    def absorb(self, ev: ServerEvent) -> None:
+        """Fold one server event into the result."""
+        self.events.append(ev)
+        t = ev.type
+        if t == "conversation.item.input_audio_transcription.completed":
+            self.transcript = ev.data.get("transcript", "")
+        elif t in ("response.output_text.delta", "response.output_audio_transcript.delta"):
+            self.first_text_ns = self.first_text_ns or ev.received_ns
+            self.reply += ev.delta
+        elif t == "response.output_audio.delta":
+            self.first_audio_ns = self.first_audio_ns or ev.received_ns
+            self.audio += ev.audio()
+        elif t == "sub250.sources":
+            self.sources = Sources.from_event(ev).sources
+        elif t == "error":
+            self.errors.append(ev)
+        elif t == "response.done":
+            self.status = ev.data["response"]["status"]
+            self.done_ns = ev.received_ns
+        elif t == "sub250.turn.latency":
+            self.latency = TurnLatency.from_event(ev)
+
 
 class RealtimeClient:
     def __init__(self, url: str = "ws://127.0.0.1:8250/v1/realtime", api_key: str | None = None, *,
@@ -232,30 +254,10 @@ class RealtimeClient:
                 if done:
                     return result  # no latency report followed (e.g. an empty transcript)
                 raise
-            result.events.append(ev)
-            t = ev.type
-            if t == "conversation.item.input_audio_transcription.completed":
-                result.transcript = ev.data.get("transcript", "")
-            elif t in ("response.output_text.delta", "response.output_audio_transcript.delta"):
-                if not result.first_text_ns:
-                    result.first_text_ns = ev.received_ns
-                result.reply += ev.delta
-            elif t == "response.output_audio.delta":
-                if not result.first_audio_ns:
-                    result.first_audio_ns = ev.received_ns
-                result.audio += ev.audio()
-            elif t == "sub250.sources":
-                result.sources = Sources.from_event(ev).sources
-            elif t == "error":
-                result.errors.append(ev)
-            elif t == "response.done":
-                result.status = ev.data["response"]["status"]
-                result.done_ns = ev.received_ns
+            result.absorb(ev)
+            if ev.type == "response.done":
                 done = True
                 if not until_latency:
                     return result
-            elif t == "sub250.turn.latency":
-                lat = TurnLatency.from_event(ev)
-                result.latency = lat
-                if lat.final and done:
-                    return result
+            elif ev.type == "sub250.turn.latency" and result.latency.final and done:
+                return result

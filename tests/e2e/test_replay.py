@@ -44,3 +44,27 @@ async def test_replay_script_writes_the_report(ws_url, speak, shared_audio, tmp_
         assert (out / name).stat().st_size > 1000, name
     assert (out / "waterfall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "data:image/png;base64," in (out / "report.html").read_text()
+
+
+async def test_replay_ctrl_c_writes_the_partial_report(ws_url, speak, tmp_path):
+    import signal
+
+    wav = speak("How often do I need to buy a new filter?")
+    (tmp_path / "m.json").write_text(json.dumps([{"id": "f", "path": str(wav), "reference": "x"}]))
+    out = tmp_path / "partial"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(REPO / "scripts" / "replay.py"), "--url", ws_url, "--key", TEST_KEY,
+        "--corpus", str(tmp_path / "m.json"), "--sessions", "1", "--turns", "50", "--out", str(out),
+        cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    # wait for the first finished turn, then press Ctrl-C
+    while True:
+        line = await asyncio.wait_for(proc.stderr.readline(), 300)
+        assert line, "replay ended before its first turn"
+        if b"turns, ttft p50" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 130
+    turns = (out / "turns.jsonl").read_text().splitlines()
+    assert 1 <= len(turns) < 50
+    assert (out / "report.html").exists() and "p50" in stdout.decode()
