@@ -1,8 +1,10 @@
 """faster-whisper (CTranslate2) recognizer.
 
-Latency notes: Whisper's encoder normally pads every input to a 30 s window. For short utterances
-we cut the window to the audio plus padding (``without_timestamps`` + ``max_new_tokens`` bound guard
-against repetition loops); see ``WhisperASR.transcribe``.
+Latency notes: Whisper's encoder pads every input to a 30 s window (profile ``[asr] window = "30s"``,
+the default). ``window = "audio"`` cuts it to the utterance plus ``window_padding_s`` of silence: ~12x
+faster on tiny.en, but less accurate (measured in docs/BENCHMARKS.md), so it is opt-in; a
+``max_new_tokens`` bound, ``no_repeat_ngram_size`` and dropping text timestamped after the audio guard
+against the repetition loops short windows cause.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class WhisperASR(ASREngine):
         self.model_ref = model
         self.cfg = cfg
         self.model: Any = None
+        self._tokenizer: Any = None
         self.load_seconds: float | None = None
 
     def load(self) -> None:
@@ -51,19 +54,61 @@ class WhisperASR(ASREngine):
             raise RuntimeError("ASR model not loaded")
         t0 = time.perf_counter()
         audio_seconds = audio.size / 16000.0
-        segments, info = self.model.transcribe(
-            audio,
-            language="en",
-            beam_size=int(self.cfg.get("beam_size", 1)),
-            vad_filter=False,
-            condition_on_previous_text=False,
-            without_timestamps=True,
-            # Bound decoding: ~4 tokens/s of speech is generous; stops hallucinated repetition loops.
-            max_new_tokens=int(min(224, 16 + audio_seconds * 6)),
-            temperature=0.0,
-        )
-        text = " ".join(s.text.strip() for s in segments).strip()
+        # Bound decoding: ~4 tokens/s of speech is generous; stops hallucinated repetition loops.
+        max_new_tokens = int(min(224, 16 + audio_seconds * 6))
+        if self.cfg.get("window", "30s") == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
+            text = self._transcribe_cut(audio, max_new_tokens)
+        else:
+            segments, _info = self.model.transcribe(
+                audio, language="en", beam_size=int(self.cfg.get("beam_size", 1)), vad_filter=False,
+                condition_on_previous_text=False, without_timestamps=True, max_new_tokens=max_new_tokens,
+                temperature=0.0, chunk_length=30,
+            )
+            text = " ".join(s.text.strip() for s in segments).strip()
         return Transcript(text=text, audio_seconds=audio_seconds, compute_seconds=time.perf_counter() - t0)
+
+    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int) -> str:
+        """One encoder pass over the utterance plus padding (not Whisper's fixed 30 s), then greedy decoding.
+
+        faster-whisper always pads the features to 3000 frames (30 s), and the encoder's cost grows with its
+        input: on tiny.en int8, 1 thread, 3000 frames take ~450 ms, 400 frames ~15 ms. The padding is real
+        silence (zeros appended to the audio before the log-mel), so the features look as Whisper expects.
+        """
+        import ctranslate2
+        from faster_whisper.tokenizer import Tokenizer
+
+        pad = int(float(self.cfg.get("window_padding_s", 2.0)) * 16000)
+        padded = np.concatenate([audio.astype(np.float32, copy=False), np.zeros(pad, dtype=np.float32)])
+        features = self.model.feature_extractor(padded, chunk_length=30)[:, :-1]
+        encoder_output = self.model.model.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])))
+        if self._tokenizer is None:
+            self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual,
+                                        task="transcribe", language="en")
+        tok = self._tokenizer
+        prompt = list(tok.sot_sequence)  # with timestamps: text the model places after the audio is dropped
+        result = self.model.model.generate(
+            encoder_output, [prompt], beam_size=int(self.cfg.get("beam_size", 1)),
+            max_length=len(prompt) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],
+            no_repeat_ngram_size=int(self.cfg.get("no_repeat_ngram_size", 3)),  # short windows loop otherwise
+        )[0]
+        duration = audio.size / 16000.0
+        parts: list[str] = []
+        current: list[int] = []
+        start: float | None = None
+        for t in result.sequences_ids[0]:
+            if t >= tok.timestamp_begin:
+                stamp = (t - tok.timestamp_begin) * 0.02
+                if start is None:
+                    start = stamp
+                    continue
+                if start < duration - 0.1:
+                    parts.append(tok.decode(current))
+                current, start = [], None
+            elif t < tok.eot:
+                current.append(t)
+        if current and (start is None or start < duration - 0.1):
+            parts.append(tok.decode(current))
+        return " ".join(p.strip() for p in parts if p.strip())
 
     def describe(self) -> dict[str, Any]:
         import ctranslate2

@@ -1,0 +1,70 @@
+#!/usr/bin/env python
+"""Whisper's encoder window: full 30 s against cut to the utterance, on the replay corpus and the real recordings.
+
+    .venv/bin/python scripts/bench_asr_window.py [--paddings 2.0] [--out reports/asr-window.json]
+
+For each window it transcribes every synthetic question (scripts/corpus) and every real recording
+(../shared/audio/real) and prints WER (Whisper's English normalizer on both sides) and the p50/p95 of one
+call, as the ASR stage sees it (one thread, tiny.en int8).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.audio.pcm import load_audio  # noqa: E402
+from app.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
+from app.config import Settings  # noqa: E402
+from app.modelstore import prepare  # noqa: E402
+from app.profiles import load_profile  # noqa: E402
+
+
+def main(args: argparse.Namespace) -> int:
+    import jiwer
+    from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
+
+    from app.asr.whisper import WhisperASR
+
+    norm = EnglishTextNormalizer({})
+    settings = Settings.from_env()
+    profile = load_profile(settings.profile)
+    model = prepare(profile, settings.models_dir, stages=("asr",))["asr"]["model"]
+    groups = {"synthetic": synthesize_corpus(settings.home / "corpus"), "real": real_recordings()}
+    audio = {u.id: load_audio(str(u.path)) for g in groups.values() for u in g}
+    configs = [("30s", {"window": "30s"})] + [(f"audio+{p:g}s", {"window": "audio", "window_padding_s": p})
+                                             for p in args.paddings]
+    base = WhisperASR(model, profile.stage("asr"))
+    base.load()
+    rows = []
+    print(f"{'window':<12}{'group':<11}{'n':>4}{'WER':>8}{'p50 ms':>9}{'p95 ms':>9}")
+    for name, over in configs:
+        asr = WhisperASR(model, dict(profile.stage("asr"), **over))
+        asr.model = base.model
+        for group, utts in groups.items():
+            refs, hyps, ms = [], [], []
+            for u in utts:
+                tr = asr.transcribe(audio[u.id])
+                refs.append(norm(u.reference or ""))
+                hyps.append(norm(tr.text))
+                ms.append(tr.compute_seconds * 1000)
+            row = {"window": name, "group": group, "n": len(utts), "wer": jiwer.wer(refs, hyps),
+                   "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
+            rows.append(row)
+            print(f"{name:<12}{group:<11}{row['n']:>4}{row['wer']:>8.1%}{row['p50_ms']:>9.0f}{row['p95_ms']:>9.0f}")
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--paddings", type=lambda s: [float(x) for x in s.split(",")], default=[2.0])
+    p.add_argument("--out", default="reports/asr-window.json")
+    raise SystemExit(main(p.parse_args()))
