@@ -21,11 +21,27 @@ class SpeechStopped:
     window: int  # index of the last speech window
 
 
+@dataclass(frozen=True)
+class SpeechPaused:
+    """The first silence after speech (``pause_ms`` of it): maybe the end of the turn, maybe a breath."""
+
+    window: int  # index of the last speech window
+
+
+@dataclass(frozen=True)
+class SpeechResumed:
+    """Speech came back after a ``SpeechPaused``, before the turn ended."""
+
+    window: int
+
+
 class Endpointer:
-    def __init__(self, threshold: float = 0.5, silence_ms: int = 500, min_speech_windows: int = 2) -> None:
+    def __init__(self, threshold: float = 0.5, silence_ms: int = 500, min_speech_windows: int = 2,
+                 pause_ms: int = 64) -> None:
         self.threshold = threshold
         self.neg_threshold = max(0.01, threshold - 0.15)
         self.silence_windows = max(1, round(silence_ms / WINDOW_MS))
+        self.pause_windows = min(self.silence_windows, max(1, round(pause_ms / WINDOW_MS)))
         self.min_speech_windows = min_speech_windows
         self.reset()
 
@@ -35,7 +51,7 @@ class Endpointer:
         self._silence = 0
         self.last_speech_window = -1
 
-    def push(self, prob: float, index: int) -> SpeechStarted | SpeechStopped | None:
+    def push(self, prob: float, index: int) -> SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | None:
         """Feed the probability of window ``index`` (windows must come in order)."""
         self.index = index
         if not self.speaking:
@@ -47,12 +63,15 @@ class Endpointer:
                 return SpeechStarted(self.index - self._run + 1)
             return None
         if prob >= self.neg_threshold:
+            was_paused = self._silence >= self.pause_windows
             self._silence = 0
             self.last_speech_window = self.index
-            return None
+            return SpeechResumed(self.index) if was_paused else None
         self._silence += 1
         if self._silence >= self.silence_windows:
             self.speaking = False
             self._run = 0
             return SpeechStopped(self.last_speech_window)
+        if self._silence == self.pause_windows:
+            return SpeechPaused(self.last_speech_window)
         return None

@@ -15,6 +15,8 @@ SPAN_MS = Histogram("sub250_turn_span_ms", "Per-turn latency span (ms), as defin
                     ["span"], buckets=_BUCKETS_MS)
 TURNS = Counter("sub250_turns_total", "Turns by outcome and budget verdict", ["outcome", "meets_budget"])
 OVER_BUDGET = Counter("sub250_turn_stage_over_budget_total", "Turns whose stage exceeded its ceiling", ["stage"])
+SPECULATIVE = Counter("sub250_speculative_replies_total",
+                      "Replies prepared at the first pause: started, adopted at the commit, discarded", ["outcome"])
 SPEC_TOKENS = Counter("sub250_spec_decode_tokens_total", "Speculative decoding draft tokens", ["kind"])
 
 

@@ -54,6 +54,12 @@ class TurnTimeline:
     tokens: int = 0
     spec: dict[str, Any] | None = None
     outcome: str = "in_progress"  # completed | cancelled | failed
+    #: The reply was prepared speculatively at the first pause and adopted at the commit; ``ahead``: ms of
+    #: work done before the commit (asr, retrieval, prompt), off the critical path.
+    speculative: bool = False
+    ahead: dict[str, float] = field(default_factory=dict)
+    def unmark(self, name: str) -> None:
+        self.marks.pop(name, None)
 
     def mark(self, name: str, at_ns: int | None = None, *, overwrite: bool = False) -> int:
         if name not in MARKS:
@@ -126,4 +132,6 @@ class TurnTimeline:
             "over_budget": over,
             "tokens": self.tokens,
             "spec_decoding": self.spec,
+            "speculative": self.speculative,
+            "ahead_ms": {k: round(v, 3) for k, v in self.ahead.items()},
         }

@@ -42,6 +42,9 @@ class SessionConfig:
     max_output_tokens: int = 96
     voice: str = "joe"
     transcription: bool = True
+    #: sub250 extension (``session.sub250.speculative_turns``): prepare the reply at the first pause, before
+    #: the turn is committed. None: the profile's choice (``[vad] speculate_after_ms``).
+    speculative_turns: bool | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -87,6 +90,14 @@ class SessionConfig:
             if not isinstance(mot, int) or isinstance(mot, bool) or not 1 <= mot <= 4096:
                 raise bad("max_output_tokens", "'max_output_tokens' must be 1..4096 or 'inf'")
             cfg = replace(cfg, max_output_tokens=mot)
+        ext = session.get("sub250")
+        if ext is not None:
+            if not isinstance(ext, dict):
+                raise bad("sub250", "'sub250' must be an object")
+            if "speculative_turns" in ext:
+                if not isinstance(ext["speculative_turns"], bool):
+                    raise bad("sub250.speculative_turns", "'speculative_turns' must be true or false")
+                cfg = replace(cfg, speculative_turns=ext["speculative_turns"])
         audio = session.get("audio")
         if audio is not None:
             if not isinstance(audio, dict):

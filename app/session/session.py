@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from app.audio.endpointing import WINDOW_MS, Endpointer, SpeechStarted, SpeechStopped
+from app.audio.endpointing import WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
 from app.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32
 from app.audio.vad import WINDOW, SileroVAD
 from app.errors import Sub250Error
@@ -77,6 +77,15 @@ class _Response:
     audio_sent_ms: float = 0.0
     status: str = "in_progress"
     sources: list[dict[str, Any]] = field(default_factory=list)
+    #: Speculative reply (started at the first pause): its events are held until the commit adopts it.
+    speculative: bool = False
+    held: list[tuple[dict[str, Any], Callable[[int], None] | None]] | None = None
+    discarded: bool = False
+    started_ns: int = 0
+    #: Speculative ASR result, published when the turn is committed.
+    transcript: str | None = None
+    #: Work to do once adopted (the final latency report of a reply that finished before the commit).
+    after_adopt: Callable[[], None] | None = None
 
 
 class Shared:
@@ -110,7 +119,8 @@ class RealtimeSession:
         self._last_partial_window = 0
         self._closed = False
         self._gateway_ms: float | None = None
-        self.counters = {"turns": 0, "cancelled": 0, "errors": 0}
+        self.counters = {"turns": 0, "cancelled": 0, "errors": 0,
+                         "speculative_started": 0, "speculative_adopted": 0, "speculative_discarded": 0}
 
     # --- set-up ------------------------------------------------------------------------------------
 
@@ -122,7 +132,13 @@ class RealtimeSession:
 
     def _new_endpointer(self) -> Endpointer:
         td = self.config.turn_detection
-        return Endpointer(td.threshold if td else 0.5, td.silence_duration_ms if td else 500)
+        pause = int(self.stack.profile.stage("vad").get("speculate_after_ms", 64)) or 64
+        return Endpointer(td.threshold if td else 0.5, td.silence_duration_ms if td else 500, pause_ms=pause)
+
+    def _speculation_on(self) -> bool:
+        if self.config.speculative_turns is not None:
+            return self.config.speculative_turns
+        return int(self.stack.profile.stage("vad").get("speculate_after_ms", 64)) > 0
 
     def start(self) -> None:
         self.transport.send(server_event("session.created", session=self.config.to_wire()))
@@ -178,6 +194,10 @@ class RealtimeSession:
                 self._on_speech_started(decision.window)
             elif isinstance(decision, SpeechStopped):
                 await self._on_speech_stopped(decision.window)
+            elif isinstance(decision, SpeechPaused):
+                self._on_speech_paused(decision.window)
+            elif isinstance(decision, SpeechResumed):
+                self._on_speech_resumed()
         if self._endpointer.speaking and self._turn is not None:
             self._maybe_partial()
         elif self._turn is None:
@@ -215,6 +235,76 @@ class RealtimeSession:
         rtt = await self.transport.measure_rtt()
         if rtt is not None:
             tl.measured["network_rtt"] = rtt
+
+    def _on_speech_paused(self, last_window: int) -> None:
+        """The first silence after speech: prepare the reply now, hold it until the commit (or drop it)."""
+        td = self.config.turn_detection
+        turn = self._turn
+        if turn is None or td is None or not td.create_response or not self._speculation_on():
+            return
+        if self._response is not None:  # a reply is still running (interrupt_response off): leave it be
+            return
+        start = max(0, self._turn_first - self._win0)
+        audio = np.concatenate(self._windows[start : last_window - self._win0 + 1])
+        resp = _Response(id=new_id("resp"), item_id=new_id("item"), turn=turn, speculative=True, held=[],
+                         started_ns=now_ns())
+        self._response = resp
+        self.counters["speculative_started"] += 1
+        prometheus.SPECULATIVE.labels(outcome="started").inc()
+        resp.task = asyncio.ensure_future(self._run_response(resp, audio, {}))
+        resp.task.add_done_callback(_log_task_error)
+
+    def _on_speech_resumed(self) -> None:
+        resp = self._response
+        if resp is not None and resp.speculative and resp.held is not None:
+            self._discard(resp)
+
+    def _discard(self, resp: _Response) -> None:
+        """The caller went on speaking: throw the speculative reply away; nothing of it was sent."""
+        resp.discarded = True
+        resp.status = "discarded"
+        resp.held = []
+        self.counters["speculative_discarded"] += 1
+        prometheus.SPECULATIVE.labels(outcome="discarded").inc()
+        if self._response is resp:
+            self._response = None
+        if resp.task is not None and not resp.task.done():
+            resp.task.cancel()
+
+    def _adopt(self, resp: _Response, commit_ns: int) -> None:
+        """The turn is committed as it was at the pause: the speculative reply becomes the reply."""
+        tl = resp.turn.timeline
+        tl.speculative = True
+        marks = tl.marks
+        # Work done before the commit is off the critical path: reported apart (ahead), never as a negative span.
+        if "asr_final" in marks and marks["asr_final"] < commit_ns:
+            tl.ahead["asr"] = (marks["asr_final"] - resp.started_ns) / 1e6
+            tl.mark("asr_final", commit_ns, overwrite=True)
+        if "retrieval_start" in marks and marks["retrieval_start"] < commit_ns:
+            end = marks.get("retrieval_end")
+            if end is not None and end <= commit_ns:
+                tl.measured["retrieval_ahead"] = (end - marks["retrieval_start"]) / 1e6
+                tl.unmark("retrieval_start")
+                tl.unmark("retrieval_end")
+            else:
+                tl.measured["retrieval_ahead"] = (commit_ns - marks["retrieval_start"]) / 1e6
+                tl.mark("retrieval_start", commit_ns, overwrite=True)
+        if "prompt_ready" in marks and marks["prompt_ready"] < commit_ns:
+            tl.ahead["prompt_ready"] = (marks["prompt_ready"] - resp.started_ns) / 1e6
+            tl.mark("prompt_ready", commit_ns, overwrite=True)
+        self.counters["speculative_adopted"] += 1
+        prometheus.SPECULATIVE.labels(outcome="adopted").inc()
+        held, resp.held = resp.held or [], None
+        # Same order as a reply started at the commit: response.created, the transcript, then the rest.
+        if held and held[0][0]["type"] == "response.created":
+            self.transport.send(held[0][0], tag=resp.id, on_sent=held[0][1])
+            held = held[1:]
+        if resp.transcript is not None:
+            self._publish_transcript(resp.turn, resp.transcript)
+        for event, on_sent in held:
+            self.transport.send(event, tag=resp.id, on_sent=on_sent)
+        if resp.after_adopt is not None:
+            resp.after_adopt()
 
     async def _on_speech_stopped(self, last_window: int) -> None:
         turn = self._turn
@@ -277,6 +367,10 @@ class RealtimeSession:
         self.transport.send(server_event("conversation.item.added", previous_item_id=previous, item=item))
         create = manual is False and (self.config.turn_detection is None or self.config.turn_detection.create_response)
         self.counters["turns"] += 1
+        resp = self._response
+        if resp is not None and resp.speculative and not resp.discarded and resp.turn is turn and resp.held is not None:
+            self._adopt(resp, commit_ns)
+            return
         task = asyncio.ensure_future(self._transcribe_and_maybe_respond(turn, audio, create))
         task.add_done_callback(_log_task_error)
 
@@ -316,6 +410,8 @@ class RealtimeSession:
         """Partial transcript of the speech so far, at most one at a time, skipped when ASR is busy."""
         if self._partial_task is not None or self.shared.asr_lock.locked() or not self.config.transcription:
             return
+        if self._response is not None and self._response.speculative:
+            return  # a speculative reply is transcribing already
         if not self.stack.profile.stage("asr").get("partials", True):
             return
         end = self._win0 + len(self._windows)
@@ -424,6 +520,11 @@ class RealtimeSession:
         resp.task.cancel()
 
     def _send(self, resp: _Response, event: dict[str, Any], on_sent: Callable[[int], None] | None = None) -> None:
+        if resp.discarded:
+            return
+        if resp.held is not None:  # speculative and not yet adopted: nothing reaches the client
+            resp.held.append((event, on_sent))
+            return
         self.transport.send(event, tag=resp.id, on_sent=on_sent)
 
     async def _run_response(self, resp: _Response, audio: np.ndarray | None, overrides: dict) -> None:
@@ -445,7 +546,10 @@ class RealtimeSession:
             if audio is not None:
                 text = await self._final_asr(turn, audio)
                 tl.mark("asr_final")
-                self._publish_transcript(turn, text)
+                if resp.held is not None:  # speculative: published if and when the turn is committed
+                    resp.transcript = turn.transcript = text
+                else:
+                    self._publish_transcript(turn, text)
                 if not text.strip():
                     resp.status = "completed"
                     return
@@ -569,6 +673,12 @@ class RealtimeSession:
         return done
 
     def _finish_response(self, resp: _Response, text: str, with_audio: bool, error: Exception | None) -> None:
+        if resp.discarded:
+            return  # thrown away before the commit: no events, no history
+        if resp.held is not None:
+            # A speculative reply finished before the commit: finish it for the client once adopted.
+            resp.after_adopt = lambda: self._finish_response(resp, text, with_audio, error)
+            return
         tl = resp.turn.timeline
         tl.mark("response_done")
         tl.outcome = resp.status

@@ -118,11 +118,16 @@ class FakeTransport:
         return [e["type"] for e in self.sent]
 
 
-def make_session(llm=None, retriever=None):
+def make_session(llm=None, retriever=None, speculative=False):
+    from dataclasses import replace
+
+    from app.protocol import SessionConfig
+
     stack = SimpleNamespace(profile=load_profile("cpu-tiny"), vad_session=FakeVADSession(), asr=FakeASR(),
                             retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS())
     transport = FakeTransport()
-    session = RealtimeSession(Shared(stack), transport)
+    session = RealtimeSession(Shared(stack), transport,
+                              config=replace(SessionConfig(id="sess_test"), speculative_turns=speculative))
     session.start()
     return session, transport, stack
 
@@ -152,7 +157,7 @@ async def wait_for(transport, type_, n=1, timeout=5.0):
 
 
 async def test_spoken_turn_flows_through_every_stage():
-    session, t, stack = make_session()
+    session, t, stack = make_session(speculative=False)
     await feed(session, silence(0.3) + speech(1.0) + silence(0.8))
     done = (await wait_for(t, "response.done"))[0]
     assert done["response"]["status"] == "completed"
@@ -239,3 +244,74 @@ async def test_close_stops_a_running_reply():
     await wait_for(t, "response.output_audio_transcript.delta")
     await session.close()
     assert llm.aborted
+
+
+# --- speculative end of turn ------------------------------------------------------------------------
+
+
+async def test_speculative_reply_is_adopted_at_the_commit_and_ready_at_once():
+    llm = FakeLLM()
+    session, t, stack = make_session(llm=llm, speculative=True)
+    await feed(session, speech(1.0) + silence(0.8))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed"
+    lat = (await wait_for(t, "sub250.turn.latency", 2))[-1]
+    assert lat["speculative"] is True and lat["final"]
+    m, sp = lat["marks"], lat["spans"]
+    # the reply was prepared during the silence: the engine saw it before the commit
+    assert m["llm_submit"] < m["turn_commit"] <= m["asr_final"] <= m["prompt_ready"] <= m["first_token_sent"]
+    assert sp["retrieval"] is None and lat["beside"]["retrieval_ahead"] is not None
+    assert sp["asr_finalize"] == 0 and sp["prompt"] == 0
+    assert sp["ttft"] < 100  # released at the commit
+    assert session.counters["speculative_started"] == 1 and session.counters["speculative_adopted"] == 1
+    assert session.counters["speculative_discarded"] == 0
+    # nothing was sent before the commit
+    types = t.types()
+    assert types.index("input_audio_buffer.committed") < types.index("response.created")
+    assert types.count("response.created") == 1
+
+
+async def test_a_pause_mid_sentence_throws_the_speculation_away_and_nothing_reaches_the_client():
+    llm = FakeLLM(delay=0.05)  # still generating when the caller goes on
+    session, t, stack = make_session(llm=llm, speculative=True)
+    await feed(session, speech(0.6) + silence(0.2))  # a breath: long enough to speculate, too short to commit
+    assert session.counters["speculative_started"] == 1
+    await asyncio.sleep(0.05)
+    before = t.types()
+    assert "response.created" not in before and "conversation.item.input_audio_transcription.completed" not in before
+    await feed(session, speech(0.5) + silence(0.8))  # the caller goes on, then really stops
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed"
+    c = session.counters
+    assert (c["speculative_started"], c["speculative_adopted"], c["speculative_discarded"]) == (2, 1, 1)
+    assert llm.aborted, "the thrown-away engine request is aborted"
+    types = t.types()
+    assert types.count("response.created") == 1 and types.count("response.done") == 1
+    assert types.count("conversation.item.input_audio_transcription.completed") == 1
+    assert len([e for e in t.sent if e["type"] == "sub250.turn.latency" and e["final"]]) == 1
+
+
+async def test_reused_work_gives_the_same_reply_as_a_fresh_run():
+    results = []
+    for speculative in (True, False):
+        session, t, stack = make_session(speculative=speculative)
+        await feed(session, speech(1.0) + silence(0.8))
+        await wait_for(t, "response.done")
+        transcript = [e["transcript"] for e in t.sent
+                      if e["type"] == "conversation.item.input_audio_transcription.completed"]
+        sources = [e["sources"] for e in t.sent if e["type"] == "sub250.sources"]
+        reply = "".join(e["delta"] for e in t.sent if e["type"] == "response.output_audio_transcript.delta")
+        results.append((transcript, sources, reply, stack.llm.prompts[-1]))
+    assert results[0] == results[1]
+
+
+async def test_counters_on_a_scripted_sequence():
+    session, t, _ = make_session(llm=FakeLLM(delay=0.002), speculative=True)
+    # three breaths inside one turn, then the end; then a second turn with no breath
+    await feed(session, speech(0.4) + silence(0.15) + speech(0.4) + silence(0.15) + speech(0.4) + silence(0.15)
+               + speech(0.4) + silence(0.8))
+    await wait_for(t, "response.done")
+    await feed(session, speech(0.6) + silence(0.8))
+    await wait_for(t, "response.done", 2)
+    c = session.counters
+    assert (c["speculative_started"], c["speculative_adopted"], c["speculative_discarded"]) == (5, 2, 3)
