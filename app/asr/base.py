@@ -25,5 +25,6 @@ class ASREngine(abc.ABC):
         """Load the model (blocking; call from a thread)."""
 
     @abc.abstractmethod
-    def transcribe(self, audio: np.ndarray) -> Transcript:
-        """Transcribe float32 16 kHz mono audio (blocking, CPU-heavy: call via ``asyncio.to_thread``)."""
+    def transcribe(self, audio: np.ndarray, *, window: str | None = None) -> Transcript:
+        """Transcribe float32 16 kHz mono audio (blocking, CPU-heavy: call via ``asyncio.to_thread``).
+        ``window`` may ask for a faster, less accurate pass (engines that have none ignore it)."""

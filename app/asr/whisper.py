@@ -49,14 +49,17 @@ class WhisperASR(ASREngine):
             ) from None
         self.load_seconds = time.perf_counter() - t0
 
-    def transcribe(self, audio: np.ndarray) -> Transcript:
+    def transcribe(self, audio: np.ndarray, *, window: str | None = None) -> Transcript:
+        """``window``: "30s" or "audio" for this call (default: the profile's). Partial transcripts use the
+        fast cut window; the final one the profile's."""
         if self.model is None:
             raise RuntimeError("ASR model not loaded")
         t0 = time.perf_counter()
         audio_seconds = audio.size / 16000.0
         # Bound decoding: ~4 tokens/s of speech is generous; stops hallucinated repetition loops.
         max_new_tokens = int(min(224, 16 + audio_seconds * 6))
-        if self.cfg.get("window", "30s") == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
+        window = window or self.cfg.get("window", "30s")
+        if window == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
             text = self._transcribe_cut(audio, max_new_tokens)
         else:
             segments, _info = self.model.transcribe(

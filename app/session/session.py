@@ -424,7 +424,10 @@ class RealtimeSession:
         async def run() -> None:
             try:
                 async with self.shared.asr_lock:
-                    tr = await asyncio.to_thread(self.stack.asr.transcribe, audio)
+                    # A partial is replaced by the final transcript: the fast cut window keeps the lock short,
+                    # so a final (or a speculative reply's) ASR call never waits long behind it.
+                    tr = await asyncio.to_thread(self.stack.asr.transcribe, audio,
+                                                 window=self.stack.profile.stage("asr").get("partial_window", "audio"))
                 if self._turn is turn and tr.text:
                     self.transport.send(server_event("sub250.transcript.partial", item_id=turn.item_id,
                                                      text=tr.text, audio_ms=int(audio.size / 16)))

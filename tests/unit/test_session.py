@@ -30,7 +30,7 @@ class FakeASR:
     def __init__(self):
         self.calls = []
 
-    def transcribe(self, audio):
+    def transcribe(self, audio, *, window=None):
         self.calls.append(audio.size)
         return SimpleNamespace(text="how often do I change the filter", audio_seconds=audio.size / 16000,
                                compute_seconds=0.001)
