@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,13 @@ def _plt() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    _plt().close(fig)
+    return path
 
 
 def waterfall(turns: list[dict], path: Path, sample: int = 12) -> Path:
@@ -48,10 +54,7 @@ def waterfall(turns: list[dict], path: Path, sample: int = 12) -> Path:
     ax.set_xlabel("ms (ttft_client = network_rtt + server ttft; red edge: over its ceiling)")
     ax.set_title("Per-turn waterfall against the 250 ms budget")
     ax.legend(fontsize=7, loc="lower right", ncols=4)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def cdfs(turns: list[dict], path: Path) -> Path:
@@ -73,10 +76,7 @@ def cdfs(turns: list[dict], path: Path) -> Path:
         ax.set_title(f"CDF of {metric}")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def sweep(turns: list[dict], path: Path) -> Path:
@@ -105,10 +105,7 @@ def sweep(turns: list[dict], path: Path) -> Path:
     ax.set_title("Latency and throughput against concurrency")
     ax.legend(fontsize=7, loc="upper left")
     ax2.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def html_report(title: str, tables: list[str], images: list[Path], path: Path, command: str) -> Path:
@@ -136,4 +133,4 @@ def comparison_table(normal: dict[str, Any], baseline: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["cdfs", "comparison_table", "format_table", "html_report", "sweep", "waterfall", "io"]
+__all__ = ["cdfs", "comparison_table", "format_table", "html_report", "sweep", "waterfall"]
