@@ -595,7 +595,7 @@ class RealtimeSession:
                                           part={"type": content_type, "transcript" if with_audio else "text": ""}))
             if with_audio:
                 tts_task = asyncio.ensure_future(self._tts_worker(resp, audio_queue))
-            chunker = SentenceChunker()
+            chunker = SentenceChunker(first_clause=bool(self.stack.profile.stage("tts").get("first_clause", True)))
             delta_type = "response.output_audio_transcript.delta" if with_audio else "response.output_text.delta"
             # 5. generate
             tl.mark("llm_submit")

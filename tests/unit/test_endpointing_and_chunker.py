@@ -36,3 +36,32 @@ def test_chunker_splits_sentences_as_they_complete():
 def test_chunker_keeps_decimals_and_initials_together():
     c = SentenceChunker()
     assert c.push("It draws 1.5 amps in the U.S. market. Yes ") == ["It draws 1.5 amps in the U.S. market."]
+
+
+def test_first_clause_goes_first_then_sentences():
+    c = SentenceChunker(first_clause=True)
+    out = []
+    for piece in ["Yes, ", "the TriLayer filter lasts", " about nine months. Replace it", " when the ring turns amber. "]:
+        out += c.push(piece)
+    # "Yes," is too short to speak alone; six words come before the sentence ends
+    assert out == ["Yes, the TriLayer filter lasts about", "nine months.", "Replace it when the ring turns amber."]
+    c = SentenceChunker(first_clause=True)
+    out = []
+    for piece in ["The TriLayer filter, ", "which you replace yearly, ", "costs forty dollars. ", "Thanks. "]:
+        out += c.push(piece)
+    assert out == ["The TriLayer filter,", "which you replace yearly, costs forty dollars."]
+    assert c.flush() == ["Thanks."]  # shorter than min_chars: waits for more text or the end
+
+
+def test_first_chunk_after_six_words_without_punctuation():
+    c = SentenceChunker(first_clause=True)
+    out = []
+    for w in "To put the purifier into pairing mode you hold the button".split():
+        out += c.push(w + " ")
+    assert out == ["To put the purifier into pairing"]
+    assert c.flush() == ["mode you hold the button"]
+
+
+def test_a_short_first_sentence_is_taken_whole():
+    c = SentenceChunker(first_clause=True)
+    assert c.push("Yes, it does. More later") == ["Yes, it does."]
