@@ -118,6 +118,7 @@ class RealtimeSession:
         self._partial_task: asyncio.Task | None = None
         self._last_partial_window = 0
         self._closed = False
+        self._tasks: set[asyncio.Task] = set()  # everything this session started: close() stops it all
         self._gateway_ms: float | None = None
         self.counters = {"turns": 0, "cancelled": 0, "errors": 0,
                          "speculative_started": 0, "speculative_adopted": 0, "speculative_discarded": 0}
@@ -142,6 +143,21 @@ class RealtimeSession:
 
     def start(self) -> None:
         self.transport.send(server_event("session.created", session=self.config.to_wire()))
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        """Run ``coro`` as a task the session owns: a strong reference is kept (the loop holds only weak
+        ones), failures are logged, and ``close()`` cancels it."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_task_error)
+        return task
+
+    async def _transcribe(self, audio: np.ndarray, window: str | None = None) -> str:
+        """One ASR call, in a thread, under the process-wide ASR lock."""
+        async with self.shared.asr_lock:
+            tr = await asyncio.to_thread(self.stack.asr.transcribe, audio, window=window)
+        return tr.text
 
     # --- events in ---------------------------------------------------------------------------------
 
@@ -229,7 +245,7 @@ class RealtimeSession:
         # Barge-in: the caller talks over the reply.
         if self._response is not None and (td is None or td.interrupt_response):
             self._cancel_response("turn_detected")
-        asyncio.ensure_future(self._measure_rtt(tl))
+        self._spawn(self._measure_rtt(tl))
 
     async def _measure_rtt(self, tl: TurnTimeline) -> None:
         rtt = await self.transport.measure_rtt()
@@ -251,8 +267,7 @@ class RealtimeSession:
         self._response = resp
         self.counters["speculative_started"] += 1
         prometheus.SPECULATIVE.labels(outcome="started").inc()
-        resp.task = asyncio.ensure_future(self._run_response(resp, audio, {}))
-        resp.task.add_done_callback(_log_task_error)
+        resp.task = self._spawn(self._run_response(resp, audio, {}))
 
     def _on_speech_resumed(self) -> None:
         resp = self._response
@@ -371,8 +386,7 @@ class RealtimeSession:
         if resp is not None and resp.speculative and not resp.discarded and resp.turn is turn and resp.held is not None:
             self._adopt(resp, commit_ns)
             return
-        task = asyncio.ensure_future(self._transcribe_and_maybe_respond(turn, audio, create))
-        task.add_done_callback(_log_task_error)
+        self._spawn(self._transcribe_and_maybe_respond(turn, audio, create))
 
     async def _transcribe_and_maybe_respond(self, turn: _Turn, audio: np.ndarray, create: bool) -> None:
         tl = turn.timeline
@@ -387,9 +401,7 @@ class RealtimeSession:
     async def _final_asr(self, turn: _Turn, audio: np.ndarray) -> str:
         if audio.size < WINDOW:
             return ""
-        async with self.shared.asr_lock:
-            tr = await asyncio.to_thread(self.stack.asr.transcribe, audio)
-        return tr.text
+        return await self._transcribe(audio)
 
     def _publish_transcript(self, turn: _Turn, text: str) -> None:
         turn.transcript = text
@@ -423,19 +435,16 @@ class RealtimeSession:
 
         async def run() -> None:
             try:
-                async with self.shared.asr_lock:
-                    # A partial is replaced by the final transcript: the fast cut window keeps the lock short,
-                    # so a final (or a speculative reply's) ASR call never waits long behind it.
-                    tr = await asyncio.to_thread(self.stack.asr.transcribe, audio,
-                                                 window=self.stack.profile.stage("asr").get("partial_window", "audio"))
-                if self._turn is turn and tr.text:
+                # A partial is replaced by the final transcript: the fast cut window keeps the lock short,
+                # so a final (or a speculative reply's) ASR call never waits long behind it.
+                text = await self._transcribe(audio, self.stack.profile.stage("asr").get("partial_window", "audio"))
+                if self._turn is turn and text:
                     self.transport.send(server_event("sub250.transcript.partial", item_id=turn.item_id,
-                                                     text=tr.text, audio_ms=int(audio.size / 16)))
+                                                     text=text, audio_ms=int(audio.size / 16)))
             finally:
                 self._partial_task = None
 
-        self._partial_task = asyncio.ensure_future(run())
-        self._partial_task.add_done_callback(_log_task_error)
+        self._partial_task = self._spawn(run())
 
     async def _on_input_audio_buffer_clear(self, event: ClientEvent, received_ns: int) -> None:
         self._take_audio(None)
@@ -491,7 +500,7 @@ class RealtimeSession:
         if self._gateway_ms is not None:
             tl.measured["gateway"] = self._gateway_ms
         turn = _Turn(item_id=last["id"], timeline=tl, transcript=last["text"])
-        asyncio.ensure_future(self._measure_rtt(tl))
+        self._spawn(self._measure_rtt(tl))
         overrides = event.data.get("response") or {}
         await self._start_response(turn, overrides=overrides)
 
@@ -509,8 +518,7 @@ class RealtimeSession:
             self._cancel_response("turn_detected")
         resp = _Response(id=new_id("resp"), item_id=new_id("item"), turn=turn)
         self._response = resp
-        resp.task = asyncio.ensure_future(self._run_response(resp, audio, overrides or {}))
-        resp.task.add_done_callback(_log_task_error)
+        resp.task = self._spawn(self._run_response(resp, audio, overrides or {}))
 
     def _cancel_response(self, reason: str) -> None:
         resp = self._response
@@ -734,13 +742,10 @@ class RealtimeSession:
     async def close(self) -> None:
         """The connection is gone: stop everything this session started."""
         self._closed = True
-        if self._partial_task is not None:
-            self._partial_task.cancel()
-        resp = self._response
-        if resp is not None and resp.task is not None:
-            resp.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await resp.task
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()  # replies (aborting their engine requests), transcriptions, partials, RTT probes
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _log_task_error(task: asyncio.Task) -> None:
