@@ -1,5 +1,6 @@
-"""The HTTP/WebSocket front door (``websockets``): ``/v1/realtime`` (the voice API), ``/healthz``,
-``/metrics`` (Prometheus). Thin I/O: the gateway decides, the session does the work."""
+"""The front door, one port: ``/v1/realtime`` over WebSocket (``websockets``), and over HTTP
+(``aiohttp``) the demo page, WebRTC signalling (``/v1/realtime/calls``), client secrets, ``/healthz`` and
+``/metrics``. Thin I/O: the gateway decides, the session does the work."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ class Server:
         self.stack: Any = None
         self.shared: Any = None
         self.state = "starting"
+        self.calls: dict[str, Any] = {}  # open WebRTC calls by id
         self._server: Any = None
+        self._http_runner: Any = None
 
     @property
     def url(self) -> str:
@@ -41,13 +44,20 @@ class Server:
         self.state = "ready"
 
     async def listen(self) -> None:
+        from aiohttp import web
         from websockets.asyncio.server import serve
 
+        from app.transport.frontdoor import split_connection
+        from app.transport.http import build_app
+
+        self._http_runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
+        await self._http_runner.setup()
         try:
             self._server = await serve(
                 self._handler, self.host, self.port, process_request=self._http,
                 select_subprotocol=self._select_subprotocol, max_size=self.limits.max_frame_bytes,
                 ping_interval=20, ping_timeout=20, compression=None,
+                create_connection=split_connection(self._http_runner.server),
             )
         except OSError as exc:
             if exc.errno == errno.EADDRINUSE:
@@ -62,9 +72,13 @@ class Server:
 
     # --- handshake ---------------------------------------------------------------------------------
 
-    def _origin_allowed(self, origin: str | None) -> bool:
+    def origin_allowed(self, origin: str | None, host: str | None = None) -> bool:
+        """Clients without an Origin (SDKs) and the page this server serves itself are always allowed;
+        other browser origins only when listed in SUB250_ORIGINS (``*``: any)."""
         if origin is None or self.limits.origins is None:
             return True
+        if host and urlsplit(origin).netloc == host:
+            return True  # same origin: our own demo page
         if "*" in self.limits.origins:
             return True
         return origin in self.limits.origins
@@ -73,28 +87,15 @@ class Server:
         path = urlsplit(request.path).path
         if path == "/v1/realtime":
             return self._realtime_handshake(connection, request)
-        if path == "/healthz":
-            body = {"status": self.state}
-            if self.stack is not None and self.state == "ready":
-                body["profile"] = self.stack.profile.name
-            code = http.HTTPStatus.OK if self.state == "ready" else http.HTTPStatus.SERVICE_UNAVAILABLE
-            return self._json(connection, code, body)
-        if path == "/metrics":
-            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-
-            resp = connection.respond(http.HTTPStatus.OK, generate_latest().decode())
-            resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
-            return resp
-        return self._json(connection, http.HTTPStatus.NOT_FOUND, {"error": f"no such path: {path}"})
+        return self._json(connection, http.HTTPStatus.NOT_FOUND,
+                          {"error": {"type": "invalid_request_error", "code": "not_found",
+                                     "message": f"no WebSocket endpoint at {path}; use /v1/realtime"}})
 
     def _realtime_handshake(self, connection: Any, request: Any) -> Any:
         if self.state != "ready":
             return self._error(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, "not_ready",
                                "the server is still loading its engines; retry in a few seconds")
-        if request.headers.get("Upgrade", "").lower() != "websocket":
-            return self._error(connection, http.HTTPStatus.UPGRADE_REQUIRED, "websocket_required",
-                               "/v1/realtime is a WebSocket endpoint")
-        if not self._origin_allowed(request.headers.get("Origin")):
+        if not self.origin_allowed(request.headers.get("Origin"), request.headers.get("Host")):
             return self._error(connection, http.HTTPStatus.FORBIDDEN, "origin_not_allowed",
                                f"Origin {request.headers.get('Origin')!r} is not allowed (SUB250_ORIGINS)")
         key, _proto = extract_key(request.headers, request.path)
@@ -129,7 +130,22 @@ class Server:
 
         await serve_realtime(ws, ws.sub250_principal, self.shared, self.limiter)
 
+    async def open_call(self, principal: Any, offer_sdp: str, *, model: str | None = None) -> Any:
+        from app.transport.webrtc import open_call
+
+        call = await open_call(principal, offer_sdp=offer_sdp, shared=self.shared, limiter=self.limiter,
+                               model=model, on_closed=lambda c: self.calls.pop(c.id, None))
+        self.calls[call.id] = call
+        return call
+
     async def close(self) -> None:
+        import asyncio
+
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+        if self.calls:
+            await asyncio.gather(*(call.close("server shutting down") for call in list(self.calls.values())),
+                                 return_exceptions=True)
+        if self._http_runner is not None:
+            await self._http_runner.cleanup()

@@ -3,19 +3,31 @@
 Clients send ``Authorization: Bearer <key>`` (the ``openai`` client does), or - for browsers, which
 cannot set headers on a WebSocket - the subprotocol ``openai-insecure-api-key.<key>``, or ``?api_key=``.
 Keys are compared in constant time and only their SHA-256 is kept in memory.
+
+A page must not hold a long-lived key: ``POST /v1/realtime/client_secrets`` (with a key) mints a
+short-lived client secret ``ek_...`` that opens sessions (WebSocket or WebRTC) for the same key until it
+expires. Secrets are HMAC-signed with a per-process random key, so they need no storage and die with a
+restart.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import base64
+import json
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 KEY_PREFIX = "sk-sub250-"
 SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
+TOKEN_PREFIX = "ek_"
+#: Lifetime of a client secret unless the request asks for another (10 s .. 2 h).
+TOKEN_TTL_S = 600
+TOKEN_TTL_RANGE = (10, 7200)
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,7 @@ class ApiKeys:
     def __init__(self, keys: list[str] | None = None, *, allow_anonymous: bool = False) -> None:
         self._digests = [_digest(k) for k in (keys or []) if k]
         self.allow_anonymous = allow_anonymous
+        self._token_key = secrets.token_bytes(32)
 
     @classmethod
     def load(cls, env_keys: str, keys_file: Path | None, *, allow_anonymous: bool = False) -> "ApiKeys":
@@ -57,9 +70,35 @@ class ApiKeys:
     def __len__(self) -> int:
         return len(self._digests)
 
+    def mint(self, principal: Principal, ttl_s: int = TOKEN_TTL_S, *, now: float | None = None) -> tuple[str, int]:
+        """A client secret for ``principal`` and its expiry (unix seconds)."""
+        lo, hi = TOKEN_TTL_RANGE
+        if not lo <= ttl_s <= hi:
+            raise ValueError(f"expires_after.seconds must be between {lo} and {hi}")
+        exp = int((time.time() if now is None else now) + ttl_s)
+        body = base64.urlsafe_b64encode(json.dumps({"k": principal.key_id, "d": principal.dev, "e": exp},
+                                                   separators=(",", ":")).encode()).rstrip(b"=")
+        sig = base64.urlsafe_b64encode(hmac.digest(self._token_key, body, "sha256")[:18])
+        return f"{TOKEN_PREFIX}{body.decode()}.{sig.decode()}", exp
+
+    def _verify_token(self, token: str, now: float | None = None) -> Principal | None:
+        body, _, sig = token[len(TOKEN_PREFIX):].partition(".")
+        want = base64.urlsafe_b64encode(hmac.digest(self._token_key, body.encode(), "sha256")[:18]).decode()
+        if not sig or not hmac.compare_digest(sig, want):
+            return None
+        try:
+            claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        except ValueError:
+            return None
+        if claims.get("e", 0) < (time.time() if now is None else now):
+            return None
+        return Principal(str(claims["k"]), dev=bool(claims.get("d")))
+
     def authenticate(self, key: str | None) -> Principal | None:
         if not key:
             return Principal("anonymous", dev=True) if self.allow_anonymous else None
+        if key.startswith(TOKEN_PREFIX):
+            return self._verify_token(key)
         d = _digest(key)
         ok = False
         for known in self._digests:

@@ -86,6 +86,10 @@ class _Response:
     transcript: str | None = None
     #: Work to do once adopted (the final latency report of a reply that finished before the commit).
     after_adopt: Callable[[], None] | None = None
+    #: Reply audio handed to the transport (ms), and whether the final latency report waits for its first
+    #: frame to leave (a media track plays audio in real time, so generation can finish first).
+    audio_queued_ms: float = 0.0
+    report_on_first_audio: bool = False
 
 
 class Shared:
@@ -172,6 +176,14 @@ class RealtimeSession:
                 err.event_id = event.event_id
             self.error(err)
 
+    async def handle_audio(self, samples16: np.ndarray, received_ns: int) -> None:
+        """Caller audio from a media track (WebRTC): the same path as ``input_audio_buffer.append``."""
+        self._gateway_ms = (now_ns() - received_ns) / 1e6
+        try:
+            await self.ingest_audio(samples16, received_ns)
+        except ProtocolError as err:
+            self.error(err)
+
     def error(self, err: ProtocolError) -> None:
         self.counters["errors"] += 1
         self.transport.send(error_event(err))
@@ -186,6 +198,11 @@ class RealtimeSession:
     async def _on_input_audio_buffer_append(self, event: ClientEvent, received_ns: int) -> None:
         samples24 = pcm16_to_float32(event.audio)
         samples16 = await asyncio.to_thread(self._resampler.process, samples24)
+        await self.ingest_audio(samples16, received_ns)
+
+    async def ingest_audio(self, samples16: np.ndarray, received_ns: int) -> None:
+        """Caller audio at 16 kHz (float32 mono), however it arrived: ``input_audio_buffer.append``
+        events, or a WebRTC media track (decoded and resampled at the transport's edge)."""
         buf = np.concatenate([self._pending16, samples16]) if self._pending16.size else samples16
         n = buf.size // WINDOW
         windows = [buf[i * WINDOW : (i + 1) * WINDOW] for i in range(n)]
@@ -666,6 +683,7 @@ class RealtimeSession:
                 for i in range(0, len(view), step):
                     part = view[i : i + step]
                     ms = len(part) / 2 / AUDIO_RATE * 1000
+                    resp.audio_queued_ms += ms
                     self._send(resp, server_event("response.output_audio.delta", response_id=resp.id,
                                                   item_id=resp.item_id, output_index=0, content_index=0,
                                                   delta=encode_audio(part)),
@@ -678,8 +696,11 @@ class RealtimeSession:
             tl.mark("first_audio_sent", ns)
             resp.audio_sent_ms += ms
             if first:  # the first latency report, as soon as the caller can hear something
+                final = resp.report_on_first_audio
                 self.transport.send(server_event("sub250.turn.latency", response_id=resp.id,
-                                                 **tl.report(final=False)))
+                                                 **tl.report(final=final)))
+                if final:
+                    prometheus.observe(tl)
 
         return done
 
@@ -733,9 +754,13 @@ class RealtimeSession:
             "conversation_id": self.config.id,
             "usage": {"output_tokens": tl.tokens, "total_tokens": tl.tokens},
         }))
-        if tl.has("llm_submit"):
-            self.transport.send(server_event("sub250.turn.latency", response_id=resp.id, **tl.report(final=True)))
-            prometheus.observe(tl)
+        if not tl.has("llm_submit"):
+            return
+        if resp.status == "completed" and resp.audio_queued_ms and not tl.has("first_audio_sent"):
+            resp.report_on_first_audio = True  # its audio is still queued (WebRTC): report once it plays
+            return
+        self.transport.send(server_event("sub250.turn.latency", response_id=resp.id, **tl.report(final=True)))
+        prometheus.observe(tl)
 
     # --- teardown ----------------------------------------------------------------------------------
 

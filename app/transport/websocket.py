@@ -11,8 +11,9 @@ from websockets.exceptions import ConnectionClosed
 
 from app.gateway import KeyLimiter, Principal
 from app.metrics.timeline import now_ns
-from app.protocol import ProtocolError, SessionConfig, error_event, new_id, parse_client_event
+from app.protocol import ProtocolError, SessionConfig, error_event, new_id
 from app.session.session import RealtimeSession, Shared
+from app.transport.dispatch import dispatch_message
 from app.transport.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -61,28 +62,7 @@ async def serve_realtime(ws: Any, principal: Principal, shared: Shared, limiter:
     session.start()
     try:
         async for raw in ws:
-            received = now_ns()
-            if isinstance(raw, bytes):
-                session.error(ProtocolError("invalid_event", "binary frames are not supported; send JSON text"))
-                continue
-            refusal = limiter.check_message(principal.key_id, len(raw))
-            if refusal is not None:
-                session.error(ProtocolError(refusal.code, refusal.message,
-                                            type="rate_limit_error" if refusal.http_status == 429 else
-                                            "invalid_request_error"))
-                continue
-            try:
-                event = parse_client_event(raw)
-            except ProtocolError as err:
-                session.error(err)
-                continue
-            if event.audio:
-                refusal = limiter.check_audio(principal.key_id, len(event.audio) / 2 / 24000)
-                if refusal is not None:
-                    session.error(ProtocolError(refusal.code, refusal.message, event_id=event.event_id,
-                                                type="rate_limit_error"))
-                    continue
-            await session.handle(event, received)
+            await dispatch_message(session, limiter, principal, raw, now_ns())
     except ConnectionClosed:
         pass
     finally:

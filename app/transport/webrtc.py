@@ -1,0 +1,340 @@
+"""The WebRTC endpoint (``aiortc``), in the OpenAI Realtime WebRTC shape.
+
+The browser POSTs its SDP offer to ``/v1/realtime/calls`` and gets the answer. Caller audio arrives on
+the media track (Opus, 48 kHz), is decoded and resampled to 16 kHz here at the edge and fed to the same
+:class:`~app.session.session.RealtimeSession` the WebSocket endpoint uses. Reply audio leaves on the
+server's track, paced in real time; every other event (``sub250.turn.latency`` included) travels as JSON on
+the data channel ``oai-events``. Barge-in purges the reply audio queued on the track at once.
+
+A call is closed, and everything it started stopped, when the peer connection closes or fails, when the
+data channel closes, when the client hangs up (``POST /v1/realtime/calls/{id}/hangup``), or when it never
+connects within :data:`CONNECT_TIMEOUT_S`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import fractions
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import av
+import numpy as np
+from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
+from aiortc.mediastreams import MediaStreamError
+
+from app.audio.pcm import ASR_RATE
+from app.gateway import KeyLimiter, Principal
+from app.metrics.timeline import now_ns
+from app.protocol import ProtocolError, SessionConfig, new_id, server_event
+from app.session.session import AUDIO_RATE, RealtimeSession, Shared
+from app.transport.dispatch import dispatch_message
+from app.transport.outbox import Outbox
+
+log = logging.getLogger(__name__)
+
+CHANNEL_LABEL = "oai-events"
+FRAME_MS = 20
+#: A call whose peer connection is not up by then is dropped (an abandoned offer must not leak).
+CONNECT_TIMEOUT_S = 30.0
+#: How long a turn waits for the call's first RTCP round trip before reporting network_rtt as unknown.
+RTT_WAIT_S = 3.0
+
+
+class ReplyTrack(MediaStreamTrack):
+    """The server's audio track: reply PCM (24 kHz mono) queued by response, sent as 20 ms frames in
+    real time; silence between replies. ``on_sent`` of a chunk runs when its first frame leaves."""
+
+    kind = "audio"
+
+    def __init__(self, rate: int = AUDIO_RATE,
+                 on_state: Callable[[str, str], None] | None = None) -> None:
+        super().__init__()
+        self.rate = rate
+        self.samples = rate * FRAME_MS // 1000
+        self._chunks: deque[list[Any]] = deque()  # [tag, memoryview of PCM16, on_sent | None]
+        self._on_state = on_state  # (tag, "started" | "stopped")
+        self._playing: str | None = None
+        self._finished: set[str] = set()
+        self._t0: float | None = None
+        self._pts = 0
+        self.frames_sent = 0
+
+    def push(self, tag: str | None, pcm16: bytes, on_sent: Callable[[int], None] | None = None) -> None:
+        if pcm16:
+            self._chunks.append([tag, memoryview(pcm16), on_sent])
+
+    def finish(self, tag: str) -> None:
+        """No more audio will come for ``tag``: report ``stopped`` once what is queued has played."""
+        self._finished.add(tag)
+
+    def purge(self, tag: str) -> int:
+        before = len(self._chunks)
+        self._chunks = deque(c for c in self._chunks if c[0] != tag)
+        if self._playing == tag:
+            self._playing = None
+        self._finished.discard(tag)
+        return before - len(self._chunks)
+
+    @property
+    def queued_ms(self) -> float:
+        return sum(len(c[1]) for c in self._chunks) / 2 / self.rate * 1000
+
+    async def recv(self) -> av.AudioFrame:
+        if self.readyState != "live":
+            raise MediaStreamError
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        else:
+            wait = self._t0 + self._pts / self.rate - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+        need = self.samples * 2
+        out = bytearray(need)  # silence unless a reply is queued
+        filled = 0
+        sent_ns = now_ns()
+        while filled < need and self._chunks:
+            chunk = self._chunks[0]
+            tag, view, on_sent = chunk
+            if tag != self._playing:
+                self._playing = tag
+                if tag is not None and self._on_state is not None:
+                    self._on_state(tag, "started")
+            if on_sent is not None:
+                chunk[2] = None
+                on_sent(sent_ns)
+            take = min(need - filled, len(view))
+            out[filled:filled + take] = view[:take]
+            filled += take
+            if take == len(view):
+                self._chunks.popleft()
+            else:
+                chunk[1] = view[take:]
+        if not self._chunks and self._playing is not None and self._playing in self._finished:
+            tag, self._playing = self._playing, None
+            self._finished.discard(tag)
+            if self._on_state is not None:
+                self._on_state(tag, "stopped")
+        frame = av.AudioFrame.from_ndarray(np.frombuffer(out, dtype=np.int16).reshape(1, -1),
+                                           format="s16", layout="mono")
+        frame.sample_rate = self.rate
+        frame.pts = self._pts
+        frame.time_base = fractions.Fraction(1, self.rate)
+        self._pts += self.samples
+        self.frames_sent += 1
+        return frame
+
+
+class WebRTCCall:
+    """One call: a peer connection, its session, and the transport the session talks through."""
+
+    def __init__(self, call_id: str, principal: Principal, shared: Shared, limiter: KeyLimiter, *,
+                 model: str | None = None, on_closed: Callable[["WebRTCCall"], None] | None = None) -> None:
+        self.id = call_id
+        self.principal = principal
+        self.limiter = limiter
+        self.pc = RTCPeerConnection()
+        self.track = ReplyTrack(on_state=self._audio_state)
+        self.outbox = Outbox()
+        self.channel: Any = None
+        self._channel_open = asyncio.Event()
+        self._inbox: asyncio.Queue[tuple[str, Any, int]] = asyncio.Queue()
+        self._tasks: set[asyncio.Task] = set()
+        self._on_closed = on_closed
+        self._closing: asyncio.Task | None = None
+        self.closed = asyncio.Event()
+        self.answer_sdp = ""
+        served = shared.stack.profile.stage("llm").get("served_name", "sub250")
+        self.session = RealtimeSession(shared, self, config=SessionConfig(id=new_id("sess"), model=model or served))
+
+    # --- the session's transport ---------------------------------------------------------------------
+
+    def send(self, event: dict[str, Any], *, tag: str | None = None,
+             on_sent: Callable[[int], None] | None = None) -> None:
+        etype = event.get("type")
+        if etype == "response.output_audio.delta":
+            # Audio goes on the media track, not the data channel (as in the OpenAI WebRTC API).
+            self.track.push(tag, base64.b64decode(event["delta"]), on_sent)
+            return
+        if etype == "response.done":
+            self.track.finish(event["response"]["id"])
+        self.outbox.send(event, tag=tag, on_sent=on_sent)
+
+    def purge(self, tag: str) -> int:
+        dropped_audio = self.track.purge(tag)
+        if dropped_audio:
+            self.outbox.send(server_event("output_audio_buffer.cleared", response_id=tag))
+        return self.outbox.purge(tag) + dropped_audio
+
+    async def measure_rtt(self) -> float | None:
+        """RTT from the latest RTCP receiver report about our audio (the browser sends one every second
+        or so); waits up to :data:`RTT_WAIT_S` for the first one of the call, else None."""
+        deadline = time.monotonic() + RTT_WAIT_S
+        while True:
+            with contextlib.suppress(Exception):
+                for stats in (await self.pc.getStats()).values():
+                    rtt = getattr(stats, "roundTripTime", None)
+                    if getattr(stats, "type", "") == "remote-inbound-rtp" and rtt is not None:
+                        return float(rtt) * 1000.0
+            if time.monotonic() > deadline or self._closing is not None:
+                return None
+            await asyncio.sleep(0.2)
+
+    def _audio_state(self, tag: str, state: str) -> None:
+        self.outbox.send(server_event(f"output_audio_buffer.{state}", response_id=tag))
+
+    # --- signalling ----------------------------------------------------------------------------------
+
+    async def answer(self, offer_sdp: str) -> str:
+        """Apply the browser's offer; return our answer (ICE candidates included)."""
+        pc = self.pc
+        pc.on("datachannel", self._on_datachannel)
+        pc.on("track", self._on_track)
+        pc.on("connectionstatechange", self._on_connection_state)
+        try:
+            await pc.setRemoteDescription(RTCSessionDescription(sdp=offer_sdp, type="offer"))
+        except Exception as exc:  # aiortc reports a malformed offer with asserts and assorted errors
+            detail = str(exc) or type(exc).__name__
+            raise ProtocolError("invalid_sdp", f"the SDP offer was refused: {detail}") from None
+        if any(t.kind == "audio" for t in pc.getTransceivers()):
+            pc.addTrack(self.track)
+        await pc.setLocalDescription(await pc.createAnswer())
+        self._spawn(self._inbound())
+        self._spawn(self.outbox.run(self._write))
+        self._spawn(self._connect_deadline())
+        self.session.start()  # session.created waits in the outbox until the channel opens
+        return pc.localDescription.sdp
+
+    def _on_datachannel(self, channel: Any) -> None:
+        if channel.label != CHANNEL_LABEL:
+            log.info("call %s: ignoring data channel %r (events use %r)", self.id, channel.label, CHANNEL_LABEL)
+            return
+        self.channel = channel
+
+        @channel.on("message")
+        def on_message(message: Any) -> None:
+            self._inbox.put_nowait(("event", message, now_ns()))
+
+        @channel.on("close")
+        def on_close() -> None:
+            self.close_soon("data channel closed")
+
+        if channel.readyState == "open":
+            self._channel_open.set()
+        else:
+            channel.on("open", self._channel_open.set)
+
+    def _on_track(self, track: Any) -> None:
+        if track.kind == "audio":
+            self._spawn(self._read_audio(track))
+
+    def _on_connection_state(self) -> None:
+        state = self.pc.connectionState
+        log.debug("call %s: connection %s", self.id, state)
+        if state in ("failed", "closed"):
+            self.close_soon(f"peer connection {state}")
+
+    async def _connect_deadline(self) -> None:
+        await asyncio.sleep(CONNECT_TIMEOUT_S)
+        if self.pc.connectionState != "connected" or not self._channel_open.is_set():
+            self.close_soon(f"not connected within {CONNECT_TIMEOUT_S:.0f} s")
+
+    # --- data flow -----------------------------------------------------------------------------------
+
+    async def _write(self, text: str) -> None:
+        await self._channel_open.wait()
+        if self.channel.readyState != "open":
+            raise ConnectionError("data channel closed")
+        self.channel.send(text)
+
+    async def _read_audio(self, track: Any) -> None:
+        """Opus frames from the browser, decoded by aiortc; resampled once to 16 kHz mono for the session."""
+        resampler = av.AudioResampler(format="s16", layout="mono", rate=ASR_RATE)
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            received = now_ns()
+            for out in resampler.resample(frame):
+                samples = out.to_ndarray().reshape(-1).astype(np.float32) / 32768.0
+                self._inbox.put_nowait(("audio", samples, received))
+
+    async def _inbound(self) -> None:
+        """Events and audio in arrival order, one at a time, as the WebSocket endpoint's read loop does."""
+        while True:
+            kind, payload, received = await self._inbox.get()
+            try:
+                if kind == "audio":
+                    await self.session.handle_audio(payload, received)
+                else:
+                    await dispatch_message(self.session, self.limiter, self.principal, payload, received)
+            except Exception as exc:  # a bug in one event must not kill the call: report it, carry on
+                log.exception("call %s: failed to handle %s", self.id, kind)
+                self.session.error(ProtocolError("server_error", f"internal error: {exc}", type="server_error"))
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("call %s: %s", self.id, task.exception())
+            self.close_soon("transport error")
+
+    # --- teardown ------------------------------------------------------------------------------------
+
+    def close_soon(self, reason: str) -> None:
+        if self._closing is None:
+            log.info("call %s: closing (%s)", self.id, reason)
+            self._closing = asyncio.ensure_future(self._close())
+
+    async def close(self, reason: str = "closed by the server") -> None:
+        self.close_soon(reason)
+        await self.closed.wait()
+
+    async def _close(self) -> None:
+        try:
+            await self.session.close()
+            self.outbox.close()
+            self.track.stop()
+            current = asyncio.current_task()
+            tasks = [t for t in self._tasks if t is not current]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await self.pc.close()
+        finally:
+            self.limiter.close_session(self.principal.key_id)
+            if self._on_closed is not None:
+                self._on_closed(self)
+            self.closed.set()
+
+
+async def open_call(principal: Principal, shared: Shared, limiter: KeyLimiter, offer_sdp: str, *,
+                    model: str | None = None,
+                    on_closed: Callable[[WebRTCCall], None] | None = None) -> WebRTCCall:
+    """Admit a call (per-key session limit), answer its offer. Raises ProtocolError with an HTTP status."""
+    refusal = limiter.open_session(principal.key_id)
+    if refusal is not None:
+        err = ProtocolError(refusal.code, refusal.message, type="rate_limit_error")
+        err.http_status = refusal.http_status  # type: ignore[attr-defined]
+        raise err
+    call = WebRTCCall(new_id("rtc"), principal, shared, limiter, model=model, on_closed=on_closed)
+    try:
+        call.answer_sdp = await call.answer(offer_sdp)
+    except BaseException:
+        await call.close("offer refused")
+        raise
+    return call
+
+
+__all__ = ["CHANNEL_LABEL", "ReplyTrack", "WebRTCCall", "open_call"]

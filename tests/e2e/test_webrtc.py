@@ -1,0 +1,182 @@
+"""A voice turn over WebRTC (aiortc on both ends, real engines): SDP over HTTP, audio on the tracks,
+events on the ``oai-events`` data channel, and the call cleaned up when the peer goes away."""
+
+import asyncio
+import json
+import urllib.request
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+pytestmark = pytest.mark.engines
+TEST_KEY = "sk-sub250-test-0123456789"
+
+
+def _post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+@pytest.fixture(scope="module")
+def question_wav(speak, tmp_path_factory):
+    """A question with a second of silence before it and two after (room for the endpointer)."""
+    data, rate = sf.read(speak("How long does the filter last?"), dtype="int16")
+    pad = lambda s: np.zeros(int(s * rate), dtype=np.int16)  # noqa: E731
+    path = tmp_path_factory.mktemp("rtc") / "question.wav"
+    sf.write(path, np.concatenate([pad(1.0), data, pad(2.5)]), rate, subtype="PCM_16")
+    return path
+
+
+class RTCClient:
+    """The smallest real WebRTC client: microphone = a WAV file, speaker = a frame counter."""
+
+    def __init__(self, base: str, wav) -> None:
+        from aiortc import RTCPeerConnection
+        from aiortc.contrib.media import MediaPlayer
+
+        self.base = base
+        self.pc = RTCPeerConnection()
+        self.player = MediaPlayer(str(wav))
+        self.pc.addTrack(self.player.audio)
+        self.channel = self.pc.createDataChannel("oai-events")
+        self.events: list[dict] = []
+        self.new_event = asyncio.Event()
+        self.audio_frames = 0
+        self.loud_frames = 0
+        self.tasks: list[asyncio.Task] = []
+
+        @self.channel.on("message")
+        def on_message(msg: str) -> None:
+            self.events.append(json.loads(msg))
+            self.new_event.set()
+
+        @self.pc.on("track")
+        def on_track(track) -> None:
+            self.tasks.append(asyncio.ensure_future(self._listen(track)))
+
+    async def _listen(self, track) -> None:
+        from aiortc.mediastreams import MediaStreamError
+
+        while True:
+            try:
+                frame = await track.recv()
+            except MediaStreamError:
+                return
+            self.audio_frames += 1
+            if np.abs(frame.to_ndarray()).max() > 500:
+                self.loud_frames += 1
+
+    async def call(self, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        await self.pc.setLocalDescription(await self.pc.createOffer())
+        hdrs = {"Authorization": f"Bearer {TEST_KEY}", "Content-Type": "application/sdp", **(headers or {})}
+        status, resp_headers, body = await asyncio.to_thread(
+            _post, self.base + "/v1/realtime/calls", self.pc.localDescription.sdp.encode(), hdrs)
+        if status == 201:
+            from aiortc import RTCSessionDescription
+
+            await self.pc.setRemoteDescription(RTCSessionDescription(sdp=body.decode(), type="answer"))
+        return status, resp_headers, body
+
+    async def wait_for(self, etype: str, timeout: float = 120, after: int = 0) -> dict:
+        async def find() -> dict:
+            while True:
+                for ev in self.events[after:]:
+                    if ev["type"] == etype:
+                        return ev
+                self.new_event.clear()
+                await self.new_event.wait()
+
+        return await asyncio.wait_for(find(), timeout)
+
+    def send(self, event: dict) -> None:
+        self.channel.send(json.dumps(event))
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await self.pc.close()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_voice_turn_over_webrtc(server, question_wav):
+    client = RTCClient(server.url, question_wav)
+    try:
+        status, headers, _answer = await client.call()
+        assert status == 201, _answer
+        assert headers["Location"].startswith("/v1/realtime/calls/rtc_")
+        created = await client.wait_for("session.created", timeout=30)
+        assert created["session"]["type"] == "realtime"
+        transcript = await client.wait_for("conversation.item.input_audio_transcription.completed")
+        assert "filter" in transcript["transcript"].lower()
+        done = await client.wait_for("response.done")
+        assert done["response"]["status"] == "completed"
+        # the final latency report waits for the reply's first audio frame to leave on the track
+        latency = await client.wait_for("sub250.turn.latency", timeout=30)
+        assert latency["final"] and latency["outcome"] == "completed"
+        spans, marks = latency["spans"], latency["marks"]
+        assert spans["ttft"] is not None and spans["ttft"] > 0
+        assert spans["network_rtt"] is not None and 0 < spans["network_rtt"] < 1000, "RTT from RTCP reports"
+        assert spans["ttft_client"] == pytest.approx(spans["ttft"] + spans["network_rtt"], abs=0.01)
+        assert marks["turn_commit"] <= marks["first_audio"] <= marks["first_audio_sent"]
+        assert latency["beside"]["voice_to_voice"] is not None
+        await client.wait_for("output_audio_buffer.started", timeout=30)
+        await client.wait_for("output_audio_buffer.stopped", timeout=60)
+        types = [e["type"] for e in client.events]
+        # audio travels on the media track, never as base64 on the data channel
+        assert "response.output_audio.delta" not in types
+        await client.wait_for("output_audio_buffer.stopped", timeout=60)
+        assert client.loud_frames > 25, "the reply should be heard on the server's track (> 0.5 s of sound)"
+        assert len(server.calls) == 1
+    finally:
+        await client.close()
+    for _ in range(100):  # the peer went away: the server closes the call and forgets it
+        if not server.calls:
+            break
+        await asyncio.sleep(0.1)
+    assert server.calls == {}
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_webrtc_refusals(server, question_wav):
+    url = server.url + "/v1/realtime/calls"
+    status, _, body = await asyncio.to_thread(_post, url, b"v=0\r\n", {"Content-Type": "application/sdp"})
+    assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
+    auth = {"Authorization": f"Bearer {TEST_KEY}"}
+    status, _, body = await asyncio.to_thread(_post, url, b"{}", {**auth, "Content-Type": "application/json"})
+    assert status == 415 and "application/sdp" in json.loads(body)["error"]["message"]
+    status, _, body = await asyncio.to_thread(_post, url, b"v=0\r\nm=audio garbage\r\n",
+                                              {**auth, "Content-Type": "application/sdp"})
+    assert status == 400 and json.loads(body)["error"]["code"] == "invalid_sdp"
+    status, _, body = await asyncio.to_thread(_post, url, b"m=" + b"x" * 100_000,
+                                              {**auth, "Content-Type": "application/sdp"})
+    assert status == 413
+    assert server.calls == {}
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_client_secret_opens_a_call_and_expires(server, question_wav):
+    status, _, body = await asyncio.to_thread(
+        _post, server.url + "/v1/realtime/client_secrets", b'{"expires_after": {"seconds": 60}}',
+        {"Authorization": f"Bearer {TEST_KEY}", "Content-Type": "application/json"})
+    assert status == 200
+    secret = json.loads(body)
+    assert secret["value"].startswith("ek_") and secret["expires_at"] > 0
+    client = RTCClient(server.url, question_wav)
+    try:
+        status, _, _ = await client.call({"Authorization": f"Bearer {secret['value']}"})
+        assert status == 201
+        await client.wait_for("session.created", timeout=30)
+    finally:
+        await client.close()
+    forged = secret["value"][:-2] + ("AA" if not secret["value"].endswith("AA") else "BB")
+    client = RTCClient(server.url, question_wav)
+    try:
+        status, _, body = await client.call({"Authorization": f"Bearer {forged}"})
+        assert status == 401
+    finally:
+        await client.close()
