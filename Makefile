@@ -11,6 +11,7 @@ serve: prepare
 	@.venv/bin/python -m app serve
 
 test: install
+	@bash scripts/install-browser.sh
 	@.venv/bin/python -m app models prepare
 	@.venv/bin/python -m pytest -ra
 

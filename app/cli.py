@@ -122,7 +122,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = _limits(settings)
 
     async def run() -> int:
-        server = Server(settings.host, settings.port, keys=keys, limits=limits)
+        ice = [a.strip() for a in settings.ice_hosts.split(",") if a.strip()] or None
+        server = Server(settings.host, settings.port, keys=keys, limits=limits, ice_hosts=ice)
         await server.listen()  # fail fast on an occupied port, before a minute of model loading
         print(f"sub250 listening on {server.url} (health: {server.url}/healthz); loading engines…", flush=True)
         print(key_note, flush=True)
@@ -140,6 +141,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             server.attach(stack)
             print(f"ready in {time.perf_counter() - t0:.1f} s: {server.url}  (profile {stack.profile.name}; "
                   f"realtime API: ws://{settings.host}:{server.port}/v1/realtime; Ctrl-C stops)", flush=True)
+            print(f"demo page (open in Chrome or Firefox, allow the microphone): {_page_url(settings, server.port, args)}",
+                  flush=True)
             await stop.wait()
         finally:
             print("stopping…", flush=True)
@@ -148,6 +151,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
     return asyncio.run(run())
+
+
+def _page_url(settings: Settings, port: int, args: argparse.Namespace) -> str:
+    """The demo page's URL; the key rides in the fragment (never sent to a server, cleared by the page)."""
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::", "") else settings.host
+    url = f"http://{host}:{port}/"
+    if args.dev_no_auth:
+        return url
+    keys = [k.strip() for k in settings.api_keys.split(",") if k.strip()]
+    if not keys and settings.api_keys_file.exists():
+        keys = [ln.strip() for ln in settings.api_keys_file.read_text().splitlines()
+                if ln.strip() and not ln.startswith("#")]
+    return f"{url}#key={keys[0]}" if keys else url
 
 
 def _api_keys(settings: Settings, *, dev_no_auth: bool) -> "tuple[object, str]":

@@ -55,6 +55,9 @@ class Settings:
     messages_per_s: float = 200.0
     max_event_bytes: int = 1 << 20
     max_audio_rate: float = 16.0
+    #: WebRTC: the addresses the server offers as ICE host candidates, comma-separated. Empty: every
+    #: non-loopback address (aioice's default), or 127.0.0.1 on a machine that has no other.
+    ice_hosts: str = ""
 
     @property
     def api_keys_file(self) -> Path:

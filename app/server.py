@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 class Server:
     def __init__(self, host: str, port: int, *, keys: ApiKeys | None = None,
-                 limits: GatewayLimits | None = None) -> None:
+                 limits: GatewayLimits | None = None, ice_hosts: list[str] | None = None) -> None:
         self.host, self.port = host, port
         self.keys = keys or ApiKeys([], allow_anonymous=True)
         self.limits = limits or GatewayLimits()
@@ -29,6 +29,7 @@ class Server:
         self.shared: Any = None
         self.state = "starting"
         self.calls: dict[str, Any] = {}  # open WebRTC calls by id
+        self.ice_hosts = ice_hosts
         self._server: Any = None
         self._http_runner: Any = None
 
@@ -49,6 +50,9 @@ class Server:
 
         from app.transport.frontdoor import split_connection
         from app.transport.http import build_app
+        from app.transport.webrtc import configure_ice_hosts
+
+        log.info("WebRTC ICE host candidates: %s", ", ".join(configure_ice_hosts(self.ice_hosts)) or "none")
 
         self._http_runner = web.AppRunner(build_app(self), access_log=None, handle_signals=False)
         await self._http_runner.setup()

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
+SERVER: web.AppKey[Any] = web.AppKey("server")
 #: Largest request body accepted (an SDP offer is a few KB).
 MAX_BODY_BYTES = 64 * 1024
 
@@ -39,7 +40,7 @@ def error_response(status: int, code: str, message: str, type: str = "invalid_re
 
 def build_app(server: "Server") -> web.Application:
     app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors(server)])
-    app["server"] = server
+    app[SERVER] = server
     app.router.add_get("/", _index)
     if WEB_DIR.is_dir():
         app.router.add_static("/web/", WEB_DIR, show_index=False, follow_symlinks=False)
@@ -86,7 +87,7 @@ def _errors(server: "Server") -> Any:
 
 
 def _auth(request: web.Request) -> Any:
-    server: Server = request.app["server"]
+    server: Server = request.app[SERVER]
     if server.state != "ready":
         raise _Refused(error_response(503, "not_ready", "the server is still loading its engines; retry shortly",
                                       "server_error", headers={"Retry-After": "5"}))
@@ -112,7 +113,7 @@ async def _index(request: web.Request) -> web.StreamResponse:
 
 
 async def _healthz(request: web.Request) -> web.Response:
-    server: Server = request.app["server"]
+    server: Server = request.app[SERVER]
     body: dict[str, Any] = {"status": server.state}
     if server.stack is not None and server.state == "ready":
         body["profile"] = server.stack.profile.name
@@ -146,7 +147,7 @@ async def _client_secrets(request: web.Request) -> web.Response:
             ttl = seconds
         except (json.JSONDecodeError, AttributeError, ValueError) as exc:
             return error_response(400, "invalid_body", f"expected JSON like {{\"expires_after\": {{\"seconds\": 600}}}}: {exc}")
-    server: Server = request.app["server"]
+    server: Server = request.app[SERVER]
     try:
         token, expires_at = server.keys.mint(principal, ttl)
     except ValueError as exc:
@@ -166,7 +167,7 @@ async def _create_call(request: web.Request) -> web.Response:
     offer = await request.text()
     if "m=" not in offer:
         return error_response(400, "invalid_sdp", "the body is not an SDP offer (no media section)")
-    server: Server = request.app["server"]
+    server: Server = request.app[SERVER]
     try:
         call = await server.open_call(principal, offer, model=request.query.get("model"))
     except ProtocolError as err:
@@ -181,7 +182,7 @@ async def _hangup(request: web.Request) -> web.Response:
         principal = _auth(request)
     except _Refused as refused:
         return refused.response
-    server: Server = request.app["server"]
+    server: Server = request.app[SERVER]
     call = server.calls.get(request.match_info["call_id"])
     if call is None or call.principal.key_id != principal.key_id:
         return error_response(404, "call_not_found", f"no open call {request.match_info['call_id']!r}")

@@ -46,6 +46,29 @@ CONNECT_TIMEOUT_S = 30.0
 RTT_WAIT_S = 3.0
 
 
+def configure_ice_hosts(addresses: list[str] | None) -> list[str]:
+    """Choose the ICE host candidates this process offers; returns them.
+
+    aioice offers every non-loopback address and never 127.0.0.1, so on a machine whose only interface is
+    loopback no call could connect. ``addresses`` (``SUB250_ICE_HOSTS``) replaces the list; without it,
+    127.0.0.1 is offered only when there is nothing else (the browser then needs to allow loopback, as
+    Chromium's ``--allow-loopback-in-peer-connection`` does). aiortc has no option for this, so the choice
+    is made by wrapping aioice's address lookup, once per process."""
+    import aioice.ice
+
+    original = getattr(aioice.ice, "_sub250_original_get_host_addresses", aioice.ice.get_host_addresses)
+    aioice.ice._sub250_original_get_host_addresses = original  # type: ignore[attr-defined]
+
+    def host_addresses(use_ipv4: bool, use_ipv6: bool) -> list[str]:
+        if addresses:
+            return [a for a in addresses if (":" in a and use_ipv6) or (":" not in a and use_ipv4)]
+        found = original(use_ipv4, use_ipv6)
+        return found or (["127.0.0.1"] if use_ipv4 else [])
+
+    aioice.ice.get_host_addresses = host_addresses
+    return host_addresses(True, True)
+
+
 class ReplyTrack(MediaStreamTrack):
     """The server's audio track: reply PCM (24 kHz mono) queued by response, sent as 20 ms frames in
     real time; silence between replies. ``on_sent`` of a chunk runs when its first frame leaves."""

@@ -180,3 +180,71 @@ async def test_client_secret_opens_a_call_and_expires(server, question_wav):
         assert status == 401
     finally:
         await client.close()
+
+
+def _pcm24(path) -> bytes:
+    import soxr
+
+    data, rate = sf.read(path, dtype="float32")
+    return (np.clip(soxr.resample(data, rate, 24000), -1, 1) * 32767).astype("<i2").tobytes()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_barge_in_over_webrtc(server, speak, stack):
+    """The caller talks over the reply: it is cancelled, its queued audio dropped from the server's
+    track (output_audio_buffer.cleared), the engine request aborted, and the next turn goes on."""
+    from aiortc import RTCPeerConnection, RTCSessionDescription
+
+    from app.transport.webrtc import ReplyTrack
+
+    question = _pcm24(speak("Can you tell me everything about how the warranty works and what it covers?"))
+    interruption = _pcm24(speak("Wait, stop. I have another question about my order."))
+    mic = ReplyTrack()  # a real-time paced PCM track: our caller's microphone
+    client = RTCClient.__new__(RTCClient)
+    client.base, client.events, client.new_event, client.tasks = server.url, [], asyncio.Event(), []
+    client.audio_frames = client.loud_frames = 0
+    client.pc = RTCPeerConnection()
+    client.pc.addTrack(mic)
+    client.channel = client.pc.createDataChannel("oai-events")
+    client.channel.on("message", lambda m: (client.events.append(json.loads(m)), client.new_event.set()))
+    client.pc.on("track", lambda t: client.tasks.append(asyncio.ensure_future(client._listen(t))))
+    try:
+        status, _, body = await client.call()
+        assert status == 201, body
+        await client.wait_for("session.created", timeout=30)
+        client.send({"type": "session.update", "session": {"max_output_tokens": 300}})
+        mic.push(None, question)
+        started = await client.wait_for("output_audio_buffer.started", timeout=120)
+        first = started["response_id"]
+        call = next(iter(server.calls.values()))
+        assert any(chunk[0] == first for chunk in call.track._chunks), "the reply should be queued on the track"
+        mic.push(None, interruption)  # talk over it
+        done = None
+        while done is None:
+            ev = await client.wait_for("response.done", timeout=60, after=len(client.events) - 1)
+            if ev["response"]["id"] == first:
+                done = ev
+            else:
+                await asyncio.sleep(0.05)
+        assert done["response"]["status"] == "cancelled"
+        cleared = [e for e in client.events if e["type"] == "output_audio_buffer.cleared"]
+        assert cleared and cleared[0]["response_id"] == first
+        assert not any(chunk[0] == first for chunk in call.track._chunks), "nothing of the old reply stays queued"
+        # the interruption is a turn of its own
+        transcripts = []
+        for _ in range(600):
+            transcripts = [e["transcript"] for e in client.events
+                           if e["type"] == "conversation.item.input_audio_transcription.completed"]
+            if len(transcripts) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        assert len(transcripts) >= 2 and "order" in transcripts[-1].lower(), transcripts
+    finally:
+        await client.close()
+    engine = stack.llm._engine
+    for _ in range(200):
+        if engine.get_num_unfinished_requests() == 0 and not server.calls:
+            break
+        await asyncio.sleep(0.05)
+    assert server.calls == {}
+    assert engine.get_num_unfinished_requests() == 0

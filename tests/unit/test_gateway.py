@@ -41,3 +41,28 @@ def test_message_size_rate_and_audio_rate():
     assert lim.check_message("k", 10).code == "rate_limit_exceeded"
     assert lim.check_audio("k", 9.0) is None  # burst of 10 s
     assert lim.check_audio("k", 2.0).code == "audio_rate_exceeded"
+
+
+def test_client_secrets_open_sessions_until_they_expire():
+    from app.gateway.auth import ApiKeys
+
+    keys = ApiKeys(["sk-sub250-alpha-000000000000"])
+    owner = keys.authenticate("sk-sub250-alpha-000000000000")
+    token, exp = keys.mint(owner, 60, now=1_000_000)
+    assert token.startswith("ek_") and exp == 1_000_060
+    assert keys._verify_token(token, now=1_000_059) == owner  # same key, same limits
+    assert keys._verify_token(token, now=1_000_061) is None  # expired
+    assert keys.authenticate(token) is None  # minted "in the past": long expired now
+    fresh, _ = keys.mint(owner, 60)
+    assert keys.authenticate(fresh) == owner
+    body, _, sig = fresh.partition(".")
+    assert keys.authenticate(body + "." + sig[::-1]) is None  # forged signature
+    assert keys.authenticate(body.replace("ek_", "ek_x") + "." + sig) is None  # altered claims
+    assert ApiKeys(["sk-sub250-alpha-000000000000"]).authenticate(fresh) is None  # another process's secret
+    for bad in (5, 100_000):
+        try:
+            keys.mint(owner, bad)
+        except ValueError as exc:
+            assert "between" in str(exc)
+        else:
+            raise AssertionError(f"ttl {bad} accepted")
