@@ -95,9 +95,14 @@ class Stack:
             self.embedder = Embedder(m["model"], m["tokenizer"], self.profile.stage("embedder"))
             await asyncio.to_thread(self.embedder.load)
         if self.store is not None and self.retriever is None:
+            from app.rag.query_cache import QueryCache
             from app.rag.retriever import Retriever
 
-            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k)
+            cfg = self.profile.stage("embedder")
+            entries = int(cfg.get("query_cache_entries", 256))
+            cache = QueryCache(entries, near_threshold=cfg.get("near_duplicate_cosine"),
+                               ttl_s=float(cfg.get("query_cache_ttl_s", 300))) if entries > 0 else None
+            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache)
 
     async def _start_llm(self) -> None:
         from app.llm import create_engine

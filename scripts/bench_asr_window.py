@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Whisper's encoder window: full 30 s against cut to the utterance, on the replay corpus and the real recordings.
 
-    .venv/bin/python scripts/bench_asr_window.py [--paddings 2.0] [--out reports/asr-window.json]
+    .venv/bin/python scripts/bench_asr_window.py [--paddings 2.0] [--threads 1,2] [--out reports/asr-window.json]
 
 For each window it transcribes every synthetic question (scripts/corpus) and every real recording
 (../shared/audio/real) and prints WER (Whisper's English normalizer on both sides) and the p50/p95 of one
@@ -40,13 +40,17 @@ def main(args: argparse.Namespace) -> int:
     audio = {u.id: load_audio(str(u.path)) for g in groups.values() for u in g}
     configs = [("30s", {"window": "30s"})] + [(f"audio+{p:g}s", {"window": "audio", "window_padding_s": p})
                                              for p in args.paddings]
-    base = WhisperASR(model, profile.stage("asr"))
-    base.load()
+    threads = [int(t) for t in args.threads.split(",")]
+    configs = [(f"{n}/{t}thr" if len(threads) > 1 else n, dict(o, cpu_threads=t, full_window_cpu_threads=t)) for t in threads for n, o in configs]
+    loaded: dict[int, object] = {}
     rows = []
-    print(f"{'window':<12}{'group':<11}{'n':>4}{'WER':>8}{'p50 ms':>9}{'p95 ms':>9}")
+    print(f"{'window':<14}{'group':<11}{'n':>4}{'WER':>8}{'p50 ms':>9}{'p95 ms':>9}")
     for name, over in configs:
         asr = WhisperASR(model, dict(profile.stage("asr"), **over))
-        asr.model = base.model
+        if over["cpu_threads"] not in loaded:
+            asr.load()
+            loaded[over["cpu_threads"]] = asr.model
+        asr.model = loaded[over["cpu_threads"]]
         for group, utts in groups.items():
             refs, hyps, ms = [], [], []
             for u in utts:
@@ -57,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
             row = {"window": name, "group": group, "n": len(utts), "wer": jiwer.wer(refs, hyps),
                    "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
             rows.append(row)
-            print(f"{name:<12}{group:<11}{row['n']:>4}{row['wer']:>8.1%}{row['p50_ms']:>9.0f}{row['p95_ms']:>9.0f}")
+            print(f"{name:<14}{group:<11}{row['n']:>4}{row['wer']:>8.1%}{row['p50_ms']:>9.0f}{row['p95_ms']:>9.0f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=2))
     return 0
@@ -67,4 +71,5 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--paddings", type=lambda s: [float(x) for x in s.split(",")], default=[2.0])
     p.add_argument("--out", default="reports/asr-window.json")
+    p.add_argument("--threads", default="1", help="ASR CPU threads to compare, e.g. 1,2 (each loads its own model)")
     raise SystemExit(main(p.parse_args()))

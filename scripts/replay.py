@@ -3,14 +3,15 @@
 
     .venv/bin/python scripts/replay.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY]
         [--corpus synthetic|real|all|PATH] [--sessions 1,2,4] [--turns 4 | --duration 60] [--speed 1.0]
-        [--compare baseline [--baseline-url URL]] [--out reports/replay-...]
+        [--compare baseline[,PROFILE...] [--baseline-url URL]] [--out reports/replay-...]
 
 Streams each WAV (any rate; resampled here) at real-time pace through our SDK, waits for the reply, and
 writes turns.jsonl (every turn: marks, spans, transcript, reference, reply, errors, client clock),
 summary.json, table.txt, PNG plots and a self-contained report.html. ``--compare baseline`` runs the
 same audio, interleaved, through a naive configuration (profile cpu-baseline: no partial ASR, no
 speculative decoding, no prefix caching) — started locally on a free port unless --baseline-url is
-given — and prints the normal/baseline ratio of each span. Ctrl-C stops cleanly and still writes the
+given — and prints the normal/baseline ratio of each span. Any other profile can be a comparison point
+too, e.g. ``--compare cpu-tiny-no-ngram`` (n-gram speculative decoding off, all else equal). Ctrl-C stops cleanly and still writes the
 partial report. Exit status 1 when any turn failed.
 """
 
@@ -66,22 +67,25 @@ def corpus(spec: str) -> list:
     return sorted(utts, key=lambda u: hashlib.sha1(u.id.encode()).hexdigest())
 
 
-def start_baseline_server() -> tuple[subprocess.Popen, str]:
+def start_profile_server(profile: str) -> tuple[subprocess.Popen, str]:
+    """Start a second server on a free port with another model profile (the comparison point)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--profile", "cpu-baseline", "serve", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "app", "--profile", profile, "serve", "--port", str(port),
                              "--dev-no-auth"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     deadline = time.monotonic() + 600
+    tail: list[str] = []
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         if not line and proc.poll() is not None:
-            raise SystemExit("replay: the baseline server did not start")
+            raise SystemExit(f"replay: the {profile} server did not start:\n" + "".join(tail[-20:]))
+        tail.append(line)
         if line.startswith("ready in"):
             break
-    print(f"baseline server (profile cpu-baseline) on port {port}", file=sys.stderr)
+    print(f"comparison server (profile {profile}) on port {port}", file=sys.stderr)
     return proc, f"ws://127.0.0.1:{port}/v1/realtime"
 
 
@@ -119,14 +123,15 @@ async def main(args: argparse.Namespace) -> int:
               f"{'' if record['status'] == 'completed' else ' (' + record['status'] + ')'}, ttft p50 "
               f"{'-' if p50 is None else f'{p50:.0f}'} ms, {time.monotonic() - t_start:.0f} s", file=sys.stderr)
 
-    baseline_proc = None
+    procs: list[subprocess.Popen] = []
     configs = [("normal", args.url, args.key or default_key())]
-    if args.compare == "baseline":
-        if args.baseline_url:
+    for name in [c.strip() for c in (args.compare or "").split(",") if c.strip()]:
+        if name == "baseline" and args.baseline_url:
             configs.append(("baseline", args.baseline_url, args.baseline_key or args.key or default_key()))
-        else:
-            baseline_proc, burl = start_baseline_server()
-            configs.append(("baseline", burl, None))
+            continue
+        proc, curl = start_profile_server("cpu-baseline" if name == "baseline" else name)
+        procs.append(proc)
+        configs.append((name, curl, None))
     (out / "turns.jsonl").write_text("")
     try:
         for n in levels:
@@ -147,12 +152,12 @@ async def main(args: argparse.Namespace) -> int:
                     except asyncio.CancelledError:
                         break
     finally:
-        if baseline_proc is not None:
-            baseline_proc.send_signal(signal.SIGINT)
+        for proc in procs:
+            proc.send_signal(signal.SIGINT)
             try:
-                baseline_proc.wait(60)
+                proc.wait(60)
             except subprocess.TimeoutExpired:
-                baseline_proc.kill()
+                proc.kill()
         tables = write_report(turns, out, command, [c[0] for c in configs], levels)
         print("\n\n".join(tables))
         print(f"\nreport: {out}/report.html", file=sys.stderr)
@@ -175,11 +180,11 @@ def write_report(turns: list[dict], out: Path, command: str, labels: list[str], 
             s = summarize(sel)
             summaries[f"{label}/N={n}"] = s
             tables.append(format_table(s, f"== {label}, N={n} =="))
-    if "baseline" in labels:
+    for other in labels[1:]:
         for n in levels:
-            a, b = summaries.get(f"normal/N={n}"), summaries.get(f"baseline/N={n}")
+            a, b = summaries.get(f"normal/N={n}"), summaries.get(f"{other}/N={n}")
             if a and b:
-                tables.append(f"== normal / baseline, N={n} ==\n" + report.comparison_table(a, b))
+                tables.append(f"== normal / {other}, N={n} ==\n" + report.comparison_table(a, b, other))
     (out / "summary.json").write_text(json.dumps(summaries, indent=2, default=dict))
     (out / "table.txt").write_text("\n\n".join(tables) + "\n")
     images = []
@@ -204,7 +209,8 @@ if __name__ == "__main__":
     p.add_argument("--duration", type=float, help="seconds per level instead of --turns")
     p.add_argument("--speed", type=float, default=1.0, help="stream audio this many times faster than real time")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
-    p.add_argument("--compare", choices=["baseline"])
+    p.add_argument("--compare", help="comma-separated comparison points, each run by a second server started "
+                   "here: 'baseline' (profile cpu-baseline) or a profile name, e.g. cpu-tiny-no-ngram")
     p.add_argument("--baseline-url")
     p.add_argument("--baseline-key")
     p.add_argument("--interleave", type=int, default=2, help="turns per session before switching configuration")

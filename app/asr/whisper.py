@@ -26,6 +26,9 @@ class WhisperASR(ASREngine):
         self.model_ref = model
         self.cfg = cfg
         self.model: Any = None
+        #: The same model with more threads for Whisper's full 30 s window (``full_window_cpu_threads``):
+        #: its encoder pass is the one long ASR call, and it runs when the LLM is idle (the caller's pause).
+        self.full_model: Any = None
         self._tokenizer: Any = None
         self.load_seconds: float | None = None
 
@@ -33,15 +36,17 @@ class WhisperASR(ASREngine):
         from faster_whisper import WhisperModel
 
         t0 = time.perf_counter()
+        threads = int(self.cfg.get("cpu_threads", 1))
+        full_threads = int(self.cfg.get("full_window_cpu_threads", threads))
+
+        def open_model(n: int) -> Any:
+            return WhisperModel(str(self.model_ref), device=self.cfg.get("device", "cpu"),
+                                compute_type=self.cfg.get("compute_type", "int8"), cpu_threads=n, num_workers=1,
+                                local_files_only=True)
+
         try:
-            self.model = WhisperModel(
-                str(self.model_ref),
-                device=self.cfg.get("device", "cpu"),
-                compute_type=self.cfg.get("compute_type", "int8"),
-                cpu_threads=int(self.cfg.get("cpu_threads", 1)),
-                num_workers=1,
-                local_files_only=True,
-            )
+            self.model = open_model(threads)
+            self.full_model = self.model if full_threads == threads else open_model(full_threads)
         except Exception as exc:
             raise ModelError(
                 f"Whisper model {self.model_ref} cannot be loaded: {type(exc).__name__}: {exc}",
@@ -62,7 +67,7 @@ class WhisperASR(ASREngine):
         if window == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
             text = self._transcribe_cut(audio, max_new_tokens)
         else:
-            segments, _info = self.model.transcribe(
+            segments, _info = (self.full_model or self.model).transcribe(
                 audio, language="en", beam_size=int(self.cfg.get("beam_size", 1)), vad_filter=False,
                 condition_on_previous_text=False, without_timestamps=True, max_new_tokens=max_new_tokens,
                 temperature=0.0, chunk_length=30,

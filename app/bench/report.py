@@ -122,14 +122,14 @@ def html_report(title: str, tables: list[str], images: list[Path], path: Path, c
     return path
 
 
-def comparison_table(normal: dict[str, Any], baseline: dict[str, Any]) -> str:
-    lines = [f"{'span (p50 ms)':<24}{'normal':>10}{'baseline':>10}{'ratio':>8}"]
+def comparison_table(normal: dict[str, Any], baseline: dict[str, Any], label: str = "baseline") -> str:
+    lines = [f"{'span (p50 ms)':<24}{'normal':>10}{label[:16]:>17}{'ratio':>8}"]
     for name, s in normal["spans"].items():
         b = baseline["spans"].get(name, {})
         if s["p50"] is None or not b or b.get("p50") is None:
             continue
         ratio = s["p50"] / b["p50"] if b["p50"] else float("nan")
-        lines.append(f"{name:<24}{s['p50']:>10.1f}{b['p50']:>10.1f}{ratio:>8.2f}")
+        lines.append(f"{name:<24}{s['p50']:>10.1f}{b['p50']:>17.1f}{ratio:>8.2f}")
     return "\n".join(lines)
 
 

@@ -32,6 +32,11 @@ def summarize(turns: list[dict[str, Any]]) -> dict[str, Any]:
     diffs_v2v = [abs(_get(t, "client_voice_to_voice") - _get(t, "voice_to_voice")) for t in ok
                  if _get(t, "client_voice_to_voice") is not None and _get(t, "voice_to_voice") is not None]
     rtts = [v for t in ok if (v := _get(t, "network_rtt")) is not None]
+    lookups = Counter(t["latency"].get("retrieval_cache") for t in ok if t["latency"].get("retrieval_cache"))
+    asked = sum(lookups[r] for r in ("exact", "near", "miss"))
+    prefix = [(t["latency"].get("prefix_cache") or {}) for t in ok]
+    prompt_tok = sum(p.get("prompt_tokens") or 0 for p in prefix if p.get("cached_tokens") is not None)
+    cached_tok = sum(p.get("cached_tokens") or 0 for p in prefix if p.get("cached_tokens") is not None)
     return {
         "turns": len(turns),
         "completed": len(ok),
@@ -42,6 +47,10 @@ def summarize(turns: list[dict[str, Any]]) -> dict[str, Any]:
         "over_budget_by_stage": dict(over.most_common()),
         "most_often_over": over.most_common(1)[0][0] if over else None,
         "wer": wer(ok),
+        "query_cache": {"lookups": dict(lookups), "hit_rate": (lookups["exact"] + lookups["near"]) / asked
+                        if asked else None},
+        "prefix_cache": {"prompt_tokens": prompt_tok, "cached_tokens": cached_tok,
+                         "hit_rate": cached_tok / prompt_tok if prompt_tok else None},
         "clock_agreement": {
             "ttft_client_abs_diff_p50": percentile(diffs_ttft, 50),
             "voice_to_voice_abs_diff_p50": percentile(diffs_v2v, 50),
@@ -94,6 +103,11 @@ def format_table(summary: dict[str, Any], title: str = "") -> str:
                  f"{summary['most_often_over'] or '-'} {summary['over_budget_by_stage'] or ''}")
     w = summary["wer"]
     lines.append("WER: " + ", ".join(f"{k} {v:.1%}" for k, v in w.items() if v is not None))
+    q, pc = summary.get("query_cache") or {}, summary.get("prefix_cache") or {}
+    if q.get("hit_rate") is not None or pc.get("hit_rate") is not None:
+        qr = "-" if q.get("hit_rate") is None else f"{q['hit_rate']:.0%} {q.get('lookups')}"
+        pr = "-" if pc.get("hit_rate") is None else f"{pc['hit_rate']:.0%} of {pc['prompt_tokens']} prompt tokens"
+        lines.append(f"query cache hit rate: {qr}; prefix cache hit rate: {pr}")
     c = summary["clock_agreement"]
     lines.append(f"client vs server clocks: |ttft_client| diff p50 {f(c['ttft_client_abs_diff_p50'])} ms, "
                  f"|voice_to_voice| diff p50 {f(c['voice_to_voice_abs_diff_p50'])} ms "

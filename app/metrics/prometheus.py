@@ -17,6 +17,12 @@ TURNS = Counter("sub250_turns_total", "Turns by outcome and budget verdict", ["o
 OVER_BUDGET = Counter("sub250_turn_stage_over_budget_total", "Turns whose stage exceeded its ceiling", ["stage"])
 SPECULATIVE = Counter("sub250_speculative_replies_total",
                       "Replies prepared at the first pause: started, adopted at the commit, discarded", ["outcome"])
+QUERY_CACHE = Counter("sub250_query_cache_total",
+                      "Retrievals on the critical path by query-cache result (exact, near, miss); "
+                      "hit rate = (exact + near) / all", ["result"])
+PREFIX_CACHE = Counter("sub250_prefix_cache_tokens_total",
+                       "Prompt tokens sent to the LLM (kind=prompt) and those its prefix cache held (kind=cached); "
+                       "hit rate = cached / prompt", ["kind"])
 SPEC_TOKENS = Counter("sub250_spec_decode_tokens_total", "Speculative decoding draft tokens", ["kind"])
 
 
@@ -30,6 +36,11 @@ def observe(tl: TurnTimeline) -> None:
     TURNS.labels(outcome=tl.outcome, meets_budget=str(meets).lower()).inc()
     for stage in over:
         OVER_BUDGET.labels(stage=stage).inc()
+    if tl.retrieval_cache in ("exact", "near", "miss"):
+        QUERY_CACHE.labels(result=tl.retrieval_cache).inc()
+    if tl.prompt_tokens is not None and tl.cached_prompt_tokens is not None:
+        PREFIX_CACHE.labels(kind="prompt").inc(tl.prompt_tokens)
+        PREFIX_CACHE.labels(kind="cached").inc(tl.cached_prompt_tokens)
     if tl.spec:
         SPEC_TOKENS.labels(kind="drafted").inc(tl.spec.get("num_draft_tokens", 0))
         SPEC_TOKENS.labels(kind="accepted").inc(tl.spec.get("num_accepted_draft_tokens", 0))

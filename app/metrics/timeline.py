@@ -58,6 +58,11 @@ class TurnTimeline:
     #: work done before the commit (asr, retrieval, prompt), off the critical path.
     speculative: bool = False
     ahead: dict[str, float] = field(default_factory=dict)
+    #: How the query cache served this turn's retrieval: exact | near | miss | off (None: no retrieval).
+    retrieval_cache: str | None = None
+    #: The prompt's length in tokens and how many of them vLLM's prefix cache already held.
+    prompt_tokens: int | None = None
+    cached_prompt_tokens: int | None = None
     def unmark(self, name: str) -> None:
         self.marks.pop(name, None)
 
@@ -134,4 +139,6 @@ class TurnTimeline:
             "spec_decoding": self.spec,
             "speculative": self.speculative,
             "ahead_ms": {k: round(v, 3) for k, v in self.ahead.items()},
+            "retrieval_cache": self.retrieval_cache,
+            "prefix_cache": {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_prompt_tokens},
         }

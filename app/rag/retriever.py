@@ -1,4 +1,5 @@
-"""Query -> top-k passages: embed the query (in a thread) and search pgvector."""
+"""Query -> top-k passages: the query cache first (exact, then near-duplicate by embedding), else embed the
+query (in a thread) and search pgvector."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from dataclasses import dataclass
 
 from app.rag.embedder import Embedder
+from app.rag.query_cache import QueryCache
 from app.rag.store import RetrievedPassage, VectorStore
 
 
@@ -15,16 +17,34 @@ class Retrieval:
     passages: list[RetrievedPassage]
     embed_ms: float
     search_ms: float
+    #: "exact" | "near" (served by the query cache) | "miss" (searched) | "off" (no cache)
+    cache: str = "off"
+    #: cosine to the closest cached question (None: no cache, or empty)
+    similarity: float | None = None
 
 
 class Retriever:
-    def __init__(self, embedder: Embedder, store: VectorStore, k: int = 3) -> None:
+    def __init__(self, embedder: Embedder, store: VectorStore, k: int = 3, cache: QueryCache | None = None) -> None:
         self.embedder, self.store, self.k = embedder, store, k
+        self.cache = cache
 
-    async def retrieve(self, query: str, k: int | None = None) -> Retrieval:
+    async def retrieve(self, query: str, k: int | None = None, *, count: bool = True) -> Retrieval:
+        """``count=False``: a search ahead of time (a partial transcript), left out of the hit rate."""
+        k = k or self.k
+        cache = self.cache if k == self.k else None
+        if cache is not None and (hit := cache.exact(query, count=count)) is not None:
+            return Retrieval(hit.passages, 0.0, 0.0, cache="exact", similarity=1.0)
         t0 = time.perf_counter()
         vec = await asyncio.to_thread(self.embedder.embed_one, query)
         t1 = time.perf_counter()
-        passages = await self.store.search(vec, k or self.k)
+        similarity = None
+        if cache is not None:
+            entry, similarity = cache.near(vec, count=count)
+            if entry is not None:
+                return Retrieval(entry.passages, (t1 - t0) * 1000, 0.0, cache="near", similarity=similarity)
+        passages = await self.store.search(vec, k)
         t2 = time.perf_counter()
-        return Retrieval(passages, (t1 - t0) * 1000, (t2 - t1) * 1000)
+        if cache is not None:
+            cache.put(query, vec, passages, (t2 - t1) * 1000)
+        return Retrieval(passages, (t1 - t0) * 1000, (t2 - t1) * 1000,
+                         cache="miss" if cache is not None else "off", similarity=similarity)

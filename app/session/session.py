@@ -31,6 +31,7 @@ from app.metrics import prometheus
 from app.metrics.timeline import TurnTimeline, now_ns
 from app.protocol.events import ClientEvent, ProtocolError, encode_audio, error_event, item_text, new_id, server_event
 from app.protocol.session_config import AUDIO_RATE, SessionConfig
+from app.rag.query_cache import normalize as normalize_query
 from app.tts.chunker import SentenceChunker
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ ASR_RATE = 16_000
 AUDIO_DELTA_MS = 100
 #: A partial transcript is attempted after this much new speech.
 PARTIAL_EVERY_MS = 700
+#: A stable partial transcript is searched ahead of the commit once it has this many words.
+MIN_AHEAD_WORDS = 4
 #: Most audio the input buffer holds without server VAD (client-committed turns).
 MAX_BUFFER_MS = 120_000
 
@@ -65,6 +68,9 @@ class _Turn:
     audio_start_ms: int = 0
     audio_end_ms: int = 0
     transcript: str | None = None
+    #: Partial transcripts of this turn, and how long the retrieval run ahead on a stable one took (ms).
+    partials: list[str] = field(default_factory=list)
+    prefetch_ms: float | None = None
 
 
 @dataclass
@@ -458,10 +464,36 @@ class RealtimeSession:
                 if self._turn is turn and text:
                     self.transport.send(server_event("sub250.transcript.partial", item_id=turn.item_id,
                                                      text=text, audio_ms=int(audio.size / 16)))
+                    self._retrieve_ahead(turn, text)
             finally:
                 self._partial_task = None
 
         self._partial_task = self._spawn(run())
+
+    def _retrieve_ahead(self, turn: _Turn, text: str) -> None:
+        """Retrieval ahead of the commit: once a partial transcript is stable (it repeats the previous one
+        and grows it, with enough words to search on), search with it in the background. The result lands
+        in the query cache; the committed question reuses it when it is the same or near enough (the
+        measured threshold, see app/rag/query_cache.py), else searches again."""
+        previous = turn.partials[-1] if turn.partials else None
+        turn.partials.append(text)
+        retriever = self.stack.retriever
+        if retriever is None or retriever.cache is None or previous is None:
+            return
+        now, before = normalize_query(text), normalize_query(previous)
+        if len(now.split()) < MIN_AHEAD_WORDS or not now.startswith(before):
+            return
+
+        async def run() -> None:
+            t0 = now_ns()
+            try:
+                await retriever.retrieve(text, count=False)
+            except Exception as exc:  # ahead of time only: the commit will search (and report) again
+                log.debug("retrieval ahead failed: %s", exc)
+                return
+            turn.prefetch_ms = (now_ns() - t0) / 1e6
+
+        self._spawn(run())
 
     async def _on_input_audio_buffer_clear(self, event: ClientEvent, received_ns: int) -> None:
         self._take_audio(None)
@@ -590,6 +622,9 @@ class RealtimeSession:
                     raise Sub250Error("no retriever")
                 r = await self.stack.retriever.retrieve(question)
                 passages = r.passages
+                tl.retrieval_cache = r.cache
+                if r.cache in ("exact", "near") and turn.prefetch_ms is not None and "retrieval_ahead" not in tl.measured:
+                    tl.measured["retrieval_ahead"] = turn.prefetch_ms  # the search was done on a partial
             except Exception as exc:  # a dead database must not end the conversation
                 self.transport.send(error_event(ProtocolError(
                     "retrieval_unavailable", f"knowledge base unavailable, answering without it: {exc}",
@@ -629,6 +664,8 @@ class RealtimeSession:
                 tl.tokens = d.num_tokens
                 if d.spec_decoding is not None:
                     tl.spec = d.spec_decoding
+                if d.prompt_tokens is not None and tl.prompt_tokens is None:
+                    tl.prompt_tokens, tl.cached_prompt_tokens = d.prompt_tokens, d.cached_prompt_tokens
                 if not d.text:
                     continue
                 tl.mark("first_token")

@@ -91,14 +91,18 @@ def test_serve_starts_ingests_reports_ready_and_stops(settings, tmp_path):
         while time.monotonic() < deadline and proc.poll() is None:
             line = proc.stdout.readline()
             out.append(line)
-            if line.startswith("ready in"):
+            if line.startswith("demo page"):
                 ready = True
                 break
         assert ready, "".join(out[-40:])
         assert any("first run: ingesting the sample knowledge base" in l for l in out)
         assert any(f"http://127.0.0.1:{port}" in l for l in out)
+        page_line = next(line for line in out if line.startswith("demo page"))
+        assert f"http://127.0.0.1:{port}/#key=sk-sub250-" in page_line  # the URL a newcomer opens
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as resp:
+            assert resp.headers["Content-Type"].startswith("text/html") and b"sub250" in resp.read()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
-            assert json.load(resp) == {"status": "ready", "profile": "cpu-tiny"}
+            assert json.load(resp) == {"status": "ready", "profile": "cpu-tiny", "webrtc_calls": 0}
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             assert resp.status == 200
     finally:

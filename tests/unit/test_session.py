@@ -13,6 +13,7 @@ from app.llm.base import TokenDelta
 from app.profiles import load_profile
 from app.protocol import parse_client_event
 from app.protocol.events import encode_audio
+from app.rag.retriever import Retrieval
 from app.session.session import RealtimeSession, Shared
 from app.tts.base import AudioChunk
 
@@ -46,13 +47,15 @@ class FakePassage:
 
 
 class FakeRetriever:
+    cache = None
+
     def __init__(self, fail=False):
         self.fail = fail
 
-    async def retrieve(self, query, k=None):
+    async def retrieve(self, query, k=None, *, count=True):
         if self.fail:
             raise ConnectionError("database is down")
-        return SimpleNamespace(passages=[FakePassage()], embed_ms=1.0, search_ms=1.0)
+        return Retrieval(passages=[FakePassage()], embed_ms=1.0, search_ms=1.0)
 
 
 @dataclass
@@ -182,6 +185,7 @@ async def test_spoken_turn_flows_through_every_stage():
     # history: user transcript, then the assistant's full reply
     assert [h["role"] for h in session.history] == ["user", "assistant"]
     assert session.history[-1]["text"] == "Replace the filter every nine months. Thanks for asking!"
+    assert "error" not in types, [e for e in t.sent if e["type"] == "error"]
 
 
 async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():
@@ -315,3 +319,34 @@ async def test_counters_on_a_scripted_sequence():
     await wait_for(t, "response.done", 2)
     c = session.counters
     assert (c["speculative_started"], c["speculative_adopted"], c["speculative_discarded"]) == (5, 2, 3)
+
+
+async def test_retrieval_ahead_on_stable_partials_is_reused_at_the_commit():
+    """Partials that repeat and grow are searched while the caller speaks; the committed question is then
+    served by the query cache and the search is reported as retrieval_ahead, off the critical path."""
+    from app.rag.query_cache import QueryCache
+    from app.rag.retriever import Retriever
+
+    class Embedder:
+        def embed_one(self, text):
+            return np.array([1.0, 0.0], dtype=np.float32)
+
+    class Store:
+        queries = 0
+
+        async def search(self, vec, k):
+            Store.queries += 1
+            return [FakePassage()]
+
+    retriever = Retriever(Embedder(), Store(), k=3, cache=QueryCache(near_threshold=0.99))
+    session, t, stack = make_session(retriever=retriever, speculative=False)
+    await feed(session, silence(0.3) + speech(2.4) + silence(0.8))
+    await wait_for(t, "response.done")
+    lat = (await wait_for(t, "sub250.turn.latency", 2))[-1]
+    partials = [e for e in t.sent if e["type"] == "sub250.transcript.partial"]
+    assert len(partials) >= 2, "two equal partials make a stable one"
+    assert Store.queries == 1, "searched once, ahead; the commit reused it"
+    assert lat["retrieval_cache"] == "exact"
+    assert lat["beside"]["retrieval_ahead"] is not None and lat["beside"]["retrieval_ahead"] > 0
+    assert lat["spans"]["retrieval"] is not None and lat["spans"]["retrieval"] < 50
+    assert retriever.cache.counts == {"exact": 1, "near": 0, "miss": 0}  # the ahead search is not counted
