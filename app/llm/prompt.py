@@ -6,9 +6,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-#: Passage text budget (characters) and history budget (tokens) of one prompt.
-PASSAGE_CHARS = 1400
+#: Budgets of one prompt, in the model's tokens: the retrieved passages, and the history.
+PASSAGE_TOKENS = 350
 HISTORY_TOKENS = 384
+
+
+def fit_tokens(text: str, budget: int, count_tokens: Callable[[str], int]) -> str:
+    """``text`` cut at a word boundary (marked with "…") so that it counts at most ``budget`` tokens."""
+    if count_tokens(text) <= budget:
+        return text
+    words = text.split(" ")
+    lo, hi = 0, len(words)
+    while lo < hi:  # the most words that still fit
+        mid = (lo + hi + 1) // 2
+        if count_tokens(" ".join(words[:mid]) + " …") <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo]) + " …" if lo else ""
 
 
 def build_messages(
@@ -19,17 +34,22 @@ def build_messages(
     count_tokens: Callable[[str], int],
     *,
     history_tokens: int = HISTORY_TOKENS,
-    passage_chars: int = PASSAGE_CHARS,
+    passage_tokens: int = PASSAGE_TOKENS,
 ) -> list[dict[str, str]]:
-    """Chat messages for one turn. ``history`` is oldest-first user/assistant messages (without this question)."""
+    """Chat messages for one turn. ``history`` is oldest-first user/assistant messages (without this question).
+    Passages are taken best-first while they fit ``passage_tokens``; the best one is cut to fit if it alone
+    does not, so the prompt is never without context nor over its budget."""
     context_lines: list[str] = []
     used = 0
     for p in passages:
         line = f"- {p.title}: {p.content}"
-        if used + len(line) > passage_chars and context_lines:
+        cost = count_tokens(line)
+        if used + cost > passage_tokens:
+            if not context_lines and (cut := fit_tokens(line, passage_tokens, count_tokens)):
+                context_lines.append(cut)
             break
         context_lines.append(line)
-        used += len(line)
+        used += cost
     kept: list[dict[str, str]] = []
     budget = history_tokens
     for msg in reversed(history):

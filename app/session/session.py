@@ -638,7 +638,7 @@ class RealtimeSession:
                        if it["id"] != turn.item_id and it["text"] and it["role"] in ("user", "assistant")]
             llm_cfg = self.stack.profile.stage("llm")
             messages = build_messages(instructions, question, passages, history, self.stack.llm.count_tokens,
-                                      passage_chars=int(llm_cfg.get("context_chars", 1400)),
+                                      passage_tokens=int(llm_cfg.get("context_tokens", 350)),
                                       history_tokens=int(llm_cfg.get("history_tokens", 384)))
             prompt_ids = self.stack.llm.tokenize(messages)
             tl.mark("prompt_ready")

@@ -132,6 +132,7 @@ async def test_voice_turn_over_webrtc(server, question_wav):
         await client.wait_for("output_audio_buffer.stopped", timeout=60)
         assert client.loud_frames > 25, "the reply should be heard on the server's track (> 0.5 s of sound)"
         assert len(server.calls) == 1
+        call = next(iter(server.calls.values()))
     finally:
         await client.close()
     for _ in range(100):  # the peer went away: the server closes the call and forgets it
@@ -139,6 +140,9 @@ async def test_voice_turn_over_webrtc(server, question_wav):
             break
         await asyncio.sleep(0.1)
     assert server.calls == {}
+    # nothing of it is left running: its tasks, its session's tasks, its track, its peer connection
+    assert call.closed.is_set() and not call._tasks and not call.session._tasks
+    assert call.track.readyState == "ended" and call.pc.connectionState == "closed"
 
 
 @pytest.mark.asyncio(loop_scope="session")

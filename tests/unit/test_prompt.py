@@ -18,12 +18,15 @@ def test_system_prompt_first_and_byte_stable():
     assert a[-1] == {"role": "user", "content": "Context:\n- A: alpha\n\nQuestion: q1?"}
 
 
-def test_passages_trimmed_to_the_character_budget_but_never_empty():
-    long = [P("A", "x" * 500), P("B", "y" * 500)]
-    msgs = build_messages("S", "q", long, [], count, passage_chars=600)
+def test_passages_trimmed_to_the_token_budget_but_never_empty():
+    long = [P("A", "x " * 60), P("B", "y " * 60)]
+    msgs = build_messages("S", "q", long, [], count, passage_tokens=100)
     assert "- A:" in msgs[-1]["content"] and "- B:" not in msgs[-1]["content"]
-    msgs = build_messages("S", "q", [P("A", "x" * 5000)], [], count, passage_chars=100)
-    assert "- A:" in msgs[-1]["content"]
+    # the best passage alone is over the budget: it is cut to fit, at a word boundary
+    msgs = build_messages("S", "q", [P("A", "word " * 5000)], [], count, passage_tokens=40)
+    context = msgs[-1]["content"].split("\n\nQuestion:")[0].removeprefix("Context:\n")
+    assert context.startswith("- A: word") and context.endswith(" …") and count(context) <= 40
+    assert count(context) >= 38  # as much as fits
 
 
 def test_history_trimmed_to_the_token_budget_newest_first():
