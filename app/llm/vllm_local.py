@@ -53,6 +53,8 @@ class VLLMLocalEngine(LLMEngine):
             max_num_seqs=int(self.cfg.get("max_num_seqs", 16)),
             seed=0,
         )
+        if "block_size" in self.cfg:  # KV-cache block (tokens): the prefix cache shares whole blocks only
+            kwargs["block_size"] = int(self.cfg["block_size"])
         if "gpu_memory_utilization" in self.cfg:
             kwargs["gpu_memory_utilization"] = float(self.cfg["gpu_memory_utilization"])
         return AsyncEngineArgs(**kwargs)
