@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import http
 import json
@@ -143,8 +144,6 @@ class Server:
         return call
 
     async def close(self) -> None:
-        import asyncio
-
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()

@@ -108,11 +108,13 @@ class Shared:
 
 
 class RealtimeSession:
-    def __init__(self, shared: Shared, transport: Transport, *, config: SessionConfig | None = None) -> None:
+    def __init__(self, shared: Shared, transport: Transport, *, config: SessionConfig | None = None,
+                 model: str | None = None) -> None:
+        """``model``: the name the client asked for (``?model=``); default: the profile's served name."""
         self.shared = shared
         self.stack = shared.stack
         self.transport = transport
-        self.config = config or SessionConfig(id=new_id("sess"), model=self._model_name())
+        self.config = config or SessionConfig(id=new_id("sess"), model=model or self._model_name())
         self.history: list[dict[str, Any]] = []  # conversation items (dicts as on the wire, plus "text")
         self._resampler = StreamResampler(AUDIO_RATE, ASR_RATE)
         self._vad = SileroVAD(self.stack.vad_session, threshold=self._td_threshold())

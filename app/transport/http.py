@@ -68,6 +68,8 @@ def _errors(server: "Server") -> Any:
                 "Access-Control-Allow-Headers": "Authorization, Content-Type", "Access-Control-Max-Age": "600"})
         try:
             resp = await handler(request)
+        except _Refused as refused:
+            resp = refused.response
         except web.HTTPRequestEntityTooLarge:
             resp = error_response(413, "body_too_large", f"the request body is over {MAX_BODY_BYTES} bytes")
         except web.HTTPNotFound:
@@ -87,6 +89,7 @@ def _errors(server: "Server") -> Any:
 
 
 def _auth(request: web.Request) -> Any:
+    """The caller's principal, or :class:`_Refused` (answered by the middleware) when not ready or not allowed."""
     server: Server = request.app[SERVER]
     if server.state != "ready":
         raise _Refused(error_response(503, "not_ready", "the server is still loading its engines; retry shortly",
@@ -133,10 +136,7 @@ async def _realtime_needs_upgrade(request: web.Request) -> web.Response:
 
 
 async def _client_secrets(request: web.Request) -> web.Response:
-    try:
-        principal = _auth(request)
-    except _Refused as refused:
-        return refused.response
+    principal = _auth(request)
     ttl = TOKEN_TTL_S
     if request.can_read_body:
         try:
@@ -156,10 +156,7 @@ async def _client_secrets(request: web.Request) -> web.Response:
 
 
 async def _create_call(request: web.Request) -> web.Response:
-    try:
-        principal = _auth(request)
-    except _Refused as refused:
-        return refused.response
+    principal = _auth(request)
     if request.content_type != "application/sdp":
         return error_response(415, "unsupported_media_type",
                               f"send the SDP offer as the body with 'Content-Type: application/sdp' "
@@ -178,10 +175,7 @@ async def _create_call(request: web.Request) -> web.Response:
 
 
 async def _hangup(request: web.Request) -> web.Response:
-    try:
-        principal = _auth(request)
-    except _Refused as refused:
-        return refused.response
+    principal = _auth(request)
     server: Server = request.app[SERVER]
     call = server.calls.get(request.match_info["call_id"])
     if call is None or call.principal.key_id != principal.key_id:

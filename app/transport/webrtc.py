@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import fractions
 import logging
 import time
@@ -31,7 +30,7 @@ from aiortc.mediastreams import MediaStreamError
 from app.audio.pcm import ASR_RATE
 from app.gateway import KeyLimiter, Principal
 from app.metrics.timeline import now_ns
-from app.protocol import ProtocolError, SessionConfig, new_id, server_event
+from app.protocol import ProtocolError, new_id, server_event
 from app.session.session import AUDIO_RATE, RealtimeSession, Shared
 from app.transport.dispatch import dispatch_message
 from app.transport.outbox import Outbox
@@ -172,8 +171,7 @@ class WebRTCCall:
         self._closing: asyncio.Task | None = None
         self.closed = asyncio.Event()
         self.answer_sdp = ""
-        served = shared.stack.profile.stage("llm").get("served_name", "sub250")
-        self.session = RealtimeSession(shared, self, config=SessionConfig(id=new_id("sess"), model=model or served))
+        self.session = RealtimeSession(shared, self, model=model)
 
     # --- the session's transport ---------------------------------------------------------------------
 
@@ -199,11 +197,14 @@ class WebRTCCall:
         or so); waits up to :data:`RTT_WAIT_S` for the first one of the call, else None."""
         deadline = time.monotonic() + RTT_WAIT_S
         while True:
-            with contextlib.suppress(Exception):
+            try:
                 for stats in (await self.pc.getStats()).values():
                     rtt = getattr(stats, "roundTripTime", None)
                     if getattr(stats, "type", "") == "remote-inbound-rtp" and rtt is not None:
                         return float(rtt) * 1000.0
+            except Exception as exc:  # a closing peer connection: the turn reports network_rtt as unknown
+                log.debug("call %s: no RTCP stats: %s", self.id, exc)
+                return None
             if time.monotonic() > deadline or self._closing is not None:
                 return None
             await asyncio.sleep(0.2)

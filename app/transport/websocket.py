@@ -11,7 +11,7 @@ from websockets.exceptions import ConnectionClosed
 
 from app.gateway import KeyLimiter, Principal
 from app.metrics.timeline import now_ns
-from app.protocol import ProtocolError, SessionConfig, error_event, new_id
+from app.protocol import ProtocolError, error_event
 from app.session.session import RealtimeSession, Shared
 from app.transport.dispatch import dispatch_message
 from app.transport.outbox import Outbox
@@ -57,8 +57,7 @@ async def serve_realtime(ws: Any, principal: Principal, shared: Shared, limiter:
         await ws.close(1008, refusal.code)
         return
     model = ws.request.path.partition("model=")[2].split("&")[0] or None
-    config = SessionConfig(id=new_id("sess"), model=model or shared.stack.profile.stage("llm").get("served_name", "sub250"))
-    session = RealtimeSession(shared, transport, config=config)
+    session = RealtimeSession(shared, transport, model=model)
     session.start()
     try:
         async for raw in ws:
