@@ -4,7 +4,7 @@
     .venv/bin/python scripts/bench_asr_window.py [--paddings 2.0] [--threads 1,2] [--out reports/asr-window.json]
 
 For each window it transcribes every synthetic question (scripts/corpus) and every real recording
-(../shared/audio/real) and prints WER (Whisper's English normalizer on both sides) and the p50/p95 of one
+(tests/data/audio) and prints WER (Whisper's English normalizer on both sides) and the p50/p95 of one
 call, as the ASR stage sees it (one thread, tiny.en int8).
 """
 

@@ -19,20 +19,15 @@ from app.config import Settings
 from app.stack import Stack
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
 @pytest.fixture(scope="session")
-def shared_audio() -> Path:
-    """../shared/audio/real: present in CI and in the team's checkouts. Elsewhere: skip, but never in CI."""
-    folder = SHARED / "audio" / "real"
-    if not folder.is_dir():
-        if os.environ.get("CI"):
-            pytest.fail(f"{folder} is missing: CI must have ../shared beside the checkout")
-        pytest.skip(f"{folder} not present (the project's shared test audio)")
-    return folder
+def real_audio() -> Path:
+    """Real recordings of English speech with reference transcripts (``transcripts.json``), in the
+    repository: sources and licences in ``tests/data/audio/README.md``."""
+    return REPO / "tests" / "data" / "audio"
 
 
 @pytest.fixture(scope="session")

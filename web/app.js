@@ -3,7 +3,7 @@
 import { Sub250Client, mintClientSecret } from "/web/sub250.js";
 
 const $ = (id) => document.getElementById(id);
-// The budget's spans, in the order of ../shared/LATENCY.md.
+// The budget's spans, in the order of docs/LATENCY.md.
 const SPANS = ["network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client"];
 
 const page = (window.sub250Page = { client: null, turns: [], clientTurns: [], events: 0, status: "idle" });

@@ -1,6 +1,6 @@
 """The replay corpus: spoken questions about the sample knowledge base, synthesized with the Piper voice
 from ``scripts/corpus/questions.json`` (texts are the references), plus the real recordings in
-``../shared/audio/real`` (referenced, not copied)."""
+``tests/data/audio`` (see its README for their sources and licences)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = REPO / "scripts" / "corpus" / "questions.json"
-SHARED_REAL = REPO.parent / "shared" / "audio" / "real"
+REAL_AUDIO = REPO / "tests" / "data" / "audio"
 
 
 @dataclass(frozen=True)
@@ -61,9 +61,10 @@ def _load_tts() -> object:
     return tts
 
 
-def real_recordings(folder: Path = SHARED_REAL) -> list[Utterance]:
+def real_recordings(folder: Path = REAL_AUDIO) -> list[Utterance]:
+    """The real recordings (``tests/data/audio``, part of the repository) with their reference transcripts."""
     if not folder.is_dir():
-        return []
+        raise FileNotFoundError(f"{folder}: no such folder of real recordings")
     refs_path = folder / "transcripts.json"
     refs = json.loads(refs_path.read_text()) if refs_path.exists() else {}
     return [Utterance(p.stem, p, refs.get(p.stem), "real") for p in sorted(folder.glob("*.wav"))]

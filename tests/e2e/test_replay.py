@@ -12,13 +12,13 @@ REPO = Path(__file__).resolve().parents[2]
 TEST_KEY = "sk-sub250-test-0123456789"
 
 
-async def test_replay_script_writes_the_report(ws_url, speak, shared_audio, tmp_path):
+async def test_replay_script_writes_the_report(ws_url, speak, real_audio, tmp_path):
     manifest = [
         {"id": "filter", "path": str(speak("How often do I need to buy a new filter?")),
          "reference": "How often do I need to buy a new filter?", "kind": "synthetic"},
         {"id": "motor", "path": str(speak("How many years is the motor guaranteed for?")),
          "reference": "How many years is the motor guaranteed for?", "kind": "synthetic"},
-        {"id": "goforward", "path": str(shared_audio / "goforward.wav"), "reference": "go forward ten meters",
+        {"id": "goforward", "path": str(real_audio / "goforward.wav"), "reference": "go forward ten meters",
          "kind": "real"},
     ]
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))

@@ -103,8 +103,8 @@ async def test_spoken_question_gets_a_grounded_spoken_answer_with_latency(ws_url
     assert "sub250_spec_decode_tokens_total" in metrics
 
 
-async def test_real_recording_turn(ws_url, shared_audio):
-    result = await spoken_turn(ws_url, shared_audio / "input_2_16k.wav")
+async def test_real_recording_turn(ws_url, real_audio):
+    result = await spoken_turn(ws_url, real_audio / "input_2_16k.wav")
     assert "forever" in normalize(result.transcript)
     assert result.status == "completed" and result.reply.strip()
     check_latency(result.latency, spoken=True, with_audio=True)

@@ -1,4 +1,4 @@
-"""Whisper tiny.en on real recordings: WER <= 15 % overall (../shared/audio/real)."""
+"""Whisper tiny.en on real recordings: WER <= 15 % overall (tests/data/audio)."""
 
 import asyncio
 import json
@@ -15,8 +15,8 @@ pytestmark = pytest.mark.engines
 normalize = EnglishTextNormalizer({})
 
 
-async def test_real_recordings_wer_at_most_15_percent(stack, shared_audio):
-    folder = shared_audio
+async def test_real_recordings_wer_at_most_15_percent(stack, real_audio):
+    folder = real_audio
     refs = json.loads((folder / "transcripts.json").read_text())
     hyps, gold = [], []
     for name, ref in sorted(refs.items()):
