@@ -1,29 +1,55 @@
 """The wire protocol (sans-I/O): OpenAI Realtime API (GA) event shapes, parsed, validated, serialized.
 
 Nothing here touches sockets or models: ``parse_client_event`` turns a text frame into a
-``ClientEvent`` or raises ``ProtocolError`` (which ``error_event`` turns into the ``error`` event);
+``ClientEvent`` or raises ``ProtocolError`` (which ``error_event`` turns into the ``error`` event) —
+for any input: the frame is bounded (``fields.MAX_DEPTH`` nesting, integers within 2**53, finite numbers)
+and every field is checked into typed attributes (``ClientEvent.response``, ``.item`` ...).
 ``server_event`` builds outgoing events. Our own additions use the ``sub250.`` prefix.
 """
 
-from app.protocol.events import (
+from app.protocol.client_events import (
     CLIENT_EVENT_TYPES,
     ClientEvent,
-    ProtocolError,
-    error_event,
-    new_id,
+    MessageItem,
+    ResponseOptions,
+    TextPart,
+    load_json,
     parse_client_event,
-    server_event,
+    parse_response_options,
+)
+from app.protocol.errors import ProtocolError
+from app.protocol.events import error_event, new_id, server_event
+from app.protocol.fields import (
+    MAX_AUDIO_END_MS,
+    MAX_CONTENT_PARTS,
+    MAX_DEPTH,
+    MAX_ID_CHARS,
+    MAX_INT,
+    MAX_OUTPUT_TOKENS,
+    MAX_TEXT_BYTES,
 )
 from app.protocol.session_config import SessionConfig, TurnDetection
 
 __all__ = [
     "CLIENT_EVENT_TYPES",
+    "MAX_AUDIO_END_MS",
+    "MAX_CONTENT_PARTS",
+    "MAX_DEPTH",
+    "MAX_ID_CHARS",
+    "MAX_INT",
+    "MAX_OUTPUT_TOKENS",
+    "MAX_TEXT_BYTES",
     "ClientEvent",
+    "MessageItem",
     "ProtocolError",
+    "ResponseOptions",
     "SessionConfig",
+    "TextPart",
     "TurnDetection",
     "error_event",
+    "load_json",
     "new_id",
     "parse_client_event",
+    "parse_response_options",
     "server_event",
 ]

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.protocol.events import ProtocolError
+from app.audio.rates import INPUT_RATE, OUTPUT_RATE
+from app.protocol import fields as f
 
-AUDIO_RATE = 24_000
+#: The only ``audio/pcm`` rate on the wire (input and output are both 24 kHz; kept for importers).
+AUDIO_RATE = INPUT_RATE
 DEFAULT_INSTRUCTIONS = (
     "You are the voice support agent of Halden Labs. Answer the caller's question in one or two short, "
     "friendly sentences, using only the facts in the context."
@@ -57,97 +59,125 @@ class SessionConfig:
             "max_output_tokens": self.max_output_tokens,
             "audio": {
                 "input": {
-                    "format": {"type": "audio/pcm", "rate": AUDIO_RATE},
+                    "format": {"type": "audio/pcm", "rate": INPUT_RATE},
                     "turn_detection": self.turn_detection.to_wire() if self.turn_detection else None,
                     "transcription": {"model": "whisper"} if self.transcription else None,
                 },
-                "output": {"format": {"type": "audio/pcm", "rate": AUDIO_RATE}, "voice": self.voice},
+                "output": {"format": {"type": "audio/pcm", "rate": OUTPUT_RATE}, "voice": self.voice},
             },
         }
 
-    def updated(self, session: dict[str, Any], event_id: str | None = None) -> "SessionConfig":
-        """Apply a ``session.update`` payload; raise ProtocolError on the first bad field."""
+    def updated(self, session: Any, event_id: str | None = None) -> "SessionConfig":
+        """Apply a ``session.update`` payload; raise ProtocolError on the first bad field.
 
-        def bad(param: str, message: str, code: str = "invalid_value") -> ProtocolError:
-            return ProtocolError(code, message, param=f"session.{param}", event_id=event_id)
-
-        cfg = self
+        Every field is type-checked, whatever the payload holds (``null`` = not given, except
+        ``turn_detection``/``transcription``: off). Fields of the GA API we do not implement (``tools``,
+        ``tool_choice``, ``prompt``, ``tracing`` ...) are type-checked and ignored; unknown keys are ignored.
+        """
+        session = f.obj(session, "session", event_id)
         if "type" in session and session["type"] != "realtime":
-            raise bad("type", "only 'realtime' sessions are supported")
-        if "instructions" in session:
-            if not isinstance(session["instructions"], str):
-                raise bad("instructions", "'instructions' must be a string")
-            cfg = replace(cfg, instructions=session["instructions"])
-        if "output_modalities" in session:
-            mods = session["output_modalities"]
-            if not isinstance(mods, list) or not mods or not set(mods) <= {"text", "audio"}:
-                raise bad("output_modalities", "'output_modalities' must be ['audio'] or ['text']")
-            cfg = replace(cfg, output_modalities=tuple(mods))
-        if "max_output_tokens" in session:
-            mot = session["max_output_tokens"]
-            if mot == "inf":
-                mot = 512
-            if not isinstance(mot, int) or isinstance(mot, bool) or not 1 <= mot <= 4096:
-                raise bad("max_output_tokens", "'max_output_tokens' must be 1..4096 or 'inf'")
-            cfg = replace(cfg, max_output_tokens=mot)
+            raise f.invalid("session.type", "only 'realtime' sessions are supported", event_id)
+        changes: dict[str, Any] = f.common_options(session, "session.", event_id)
+        f.checked(session, "session.", event_id, _SESSION_IGNORED)
         ext = session.get("sub250")
         if ext is not None:
-            if not isinstance(ext, dict):
-                raise bad("sub250", "'sub250' must be an object")
-            if "speculative_turns" in ext:
-                if not isinstance(ext["speculative_turns"], bool):
-                    raise bad("sub250.speculative_turns", "'speculative_turns' must be true or false")
-                cfg = replace(cfg, speculative_turns=ext["speculative_turns"])
+            f.obj(ext, "session.sub250", event_id)
+            if ext.get("speculative_turns") is not None:
+                changes["speculative_turns"] = f.boolean(ext["speculative_turns"], "session.sub250.speculative_turns",
+                                                         event_id)
         audio = session.get("audio")
         if audio is not None:
-            if not isinstance(audio, dict):
-                raise bad("audio", "'audio' must be an object")
-            inp = audio.get("input") or {}
-            out = audio.get("output") or {}
-            for where, part in (("input", inp), ("output", out)):
-                fmt = part.get("format")
-                if fmt is not None:
-                    if not isinstance(fmt, dict) or fmt.get("type") != "audio/pcm":
-                        raise bad(f"audio.{where}.format.type", "only 'audio/pcm' (PCM16 mono) is supported",
-                                  "unsupported_audio_format")
-                    if fmt.get("rate", AUDIO_RATE) != AUDIO_RATE:
-                        raise bad(f"audio.{where}.format.rate",
-                                  f"audio/pcm must be {AUDIO_RATE} Hz (got {fmt.get('rate')}); resample on the client",
-                                  "unsupported_audio_format")
-            if "turn_detection" in inp:
-                cfg = replace(cfg, turn_detection=_turn_detection(inp["turn_detection"], cfg.turn_detection, bad))
-            if "transcription" in inp:
-                cfg = replace(cfg, transcription=inp["transcription"] is not None)
-            if "voice" in out:
-                if not isinstance(out["voice"], str):
-                    raise bad("audio.output.voice", "'voice' must be a string")
-                cfg = replace(cfg, voice=out["voice"])
-        return cfg
+            f.obj(audio, "session.audio", event_id)
+            inp = audio.get("input")
+            if inp is not None:
+                changes.update(_audio_input(f.obj(inp, "session.audio.input", event_id), self.turn_detection,
+                                            event_id))
+            out = audio.get("output")
+            if out is not None:
+                changes.update(_audio_output(f.obj(out, "session.audio.output", event_id), event_id))
+        return replace(self, **changes) if changes else self
 
 
-def _turn_detection(td: Any, current: TurnDetection | None, bad: Any) -> TurnDetection | None:
+def _audio_format(fmt: Any, param: str, rate_hz: int, event_id: str | None) -> None:
+    """Only ``{"type": "audio/pcm", "rate": rate_hz}`` (the rate may be left out)."""
+    if fmt is None:
+        return
+    if not isinstance(fmt, dict) or fmt.get("type") != "audio/pcm":
+        raise f.invalid(f"{param}.type", "only 'audio/pcm' (PCM16 mono) is supported", event_id,
+                        "unsupported_audio_format")
+    rate = fmt.get("rate", rate_hz)
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate != rate_hz:
+        raise f.invalid(f"{param}.rate", f"audio/pcm must be {rate_hz} Hz (got {f.show(rate)}); resample on the "
+                                         "client", event_id, "unsupported_audio_format")
+
+
+#: ``audio.input.transcription`` fields checked (and ignored: the server has one recognizer).
+_TRANSCRIPTION: dict[str, f.Check] = {
+    "model": f.name, "language": f.name, "prompt": f.any_string,
+    "languages": lambda v, p, e: f.array(v, p, e, of=f.name),
+    "keywords": lambda v, p, e: f.array(v, p, e, of=f.any_string),
+    "delay": f.name,
+}
+
+
+def _audio_input(inp: dict[str, Any], current: TurnDetection | None, event_id: str | None) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    _audio_format(inp.get("format"), "session.audio.input.format", INPUT_RATE, event_id)
+    if inp.get("noise_reduction") is not None:
+        f.obj(inp["noise_reduction"], "session.audio.input.noise_reduction", event_id)
+    if "turn_detection" in inp:
+        changes["turn_detection"] = _turn_detection(inp["turn_detection"], current, event_id)
+    if "transcription" in inp:
+        tr = inp["transcription"]
+        if tr is not None:
+            f.checked(f.obj(tr, "session.audio.input.transcription", event_id),
+                      "session.audio.input.transcription.", event_id, _TRANSCRIPTION)
+        changes["transcription"] = tr is not None
+    return changes
+
+
+def _voice(value: Any, param: str, event_id: str | None) -> str:
+    """A voice name, or the API's ``{"id": "voice_..."}`` (custom voice) object."""
+    if isinstance(value, dict):
+        return f.name(value.get("id"), f"{param}.id", event_id)
+    return f.name(value, param, event_id)
+
+
+def _audio_output(out: dict[str, Any], event_id: str | None) -> dict[str, Any]:
+    _audio_format(out.get("format"), "session.audio.output.format", OUTPUT_RATE, event_id)
+    if out.get("speed") is not None:
+        f.number(out["speed"], "session.audio.output.speed", event_id, 0.25, 1.5)
+    if out.get("voice") is not None:
+        return {"voice": _voice(out["voice"], "session.audio.output.voice", event_id)}
+    return {}
+
+
+#: GA ``session`` fields accepted and ignored, after a type check (the shared ones are in fields.common_options).
+_SESSION_IGNORED: dict[str, f.Check] = {
+    "model": f.name,
+    "include": lambda v, p, e: f.array(v, p, e, of=f.name),
+    "tracing": f.string_or_object,
+    "truncation": f.string_or_object,
+}
+
+
+def _turn_detection(td: Any, current: TurnDetection | None, event_id: str | None) -> TurnDetection | None:
     if td is None:
         return None
-    if not isinstance(td, dict):
-        raise bad("audio.input.turn_detection", "'turn_detection' must be an object or null")
+    where = "session.audio.input.turn_detection"
+    f.obj(td, where, event_id)
     if td.get("type", "server_vad") != "server_vad":
-        raise bad("audio.input.turn_detection.type", "only 'server_vad' turn detection is supported")
-    base = current or TurnDetection()
-    out = base
-    if "threshold" in td:
-        t = td["threshold"]
-        if not isinstance(t, (int, float)) or isinstance(t, bool) or not 0.0 < t < 1.0:
-            raise bad("audio.input.turn_detection.threshold", "'threshold' must be between 0 and 1")
-        out = replace(out, threshold=float(t))
+        raise f.invalid(f"{where}.type", "only 'server_vad' turn detection is supported", event_id)
+    out = current or TurnDetection()
+    if td.get("threshold") is not None:
+        out = replace(out, threshold=f.number(td["threshold"], f"{where}.threshold", event_id, 0.0, 1.0,
+                                              open_range=True))
     for key, lo, hi in (("silence_duration_ms", 100, 5000), ("prefix_padding_ms", 0, 2000)):
-        if key in td:
-            v = td[key]
-            if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-                raise bad(f"audio.input.turn_detection.{key}", f"'{key}' must be an integer {lo}..{hi}")
-            out = replace(out, **{key: v})
+        if td.get(key) is not None:
+            out = replace(out, **{key: f.integer(td[key], f"{where}.{key}", event_id, lo, hi)})
     for key in ("create_response", "interrupt_response"):
-        if key in td:
-            if not isinstance(td[key], bool):
-                raise bad(f"audio.input.turn_detection.{key}", f"'{key}' must be true or false")
-            out = replace(out, **{key: td[key]})
+        if td.get(key) is not None:
+            out = replace(out, **{key: f.boolean(td[key], f"{where}.{key}", event_id)})
+    if td.get("idle_timeout_ms") is not None:  # GA field, not implemented: checked and ignored
+        f.integer(td["idle_timeout_ms"], f"{where}.idle_timeout_ms", event_id, 5000, 30000)
     return out

@@ -1,0 +1,110 @@
+import json
+
+import pytest
+
+from app.protocol import MAX_OUTPUT_TOKENS, MAX_TEXT_BYTES, ProtocolError, SessionConfig, TurnDetection, parse_client_event
+
+
+def refused(session, cfg=SessionConfig()):
+    with pytest.raises(ProtocolError) as err:
+        cfg.updated(session, "ev_9")
+    assert err.value.event_id == "ev_9" and len(err.value.message) < 200
+    return err.value
+
+
+@pytest.mark.parametrize("part", ["input", "output"])
+@pytest.mark.parametrize("value", ["pcm16", [1, 2], 7, True])
+def test_audio_parts_must_be_objects(part, value):
+    # reproducer: {"audio": {"input": "pcm16"}} raised AttributeError inside the session
+    err = refused({"audio": {part: value}})
+    assert err.code == "invalid_value" and err.param == f"session.audio.{part}"
+    ev = parse_client_event(json.dumps({"type": "session.update", "session": {"audio": {part: value}}}))
+    with pytest.raises(ProtocolError):
+        SessionConfig().updated(ev.session, ev.event_id)
+
+
+@pytest.mark.parametrize("session,param", [
+    ("x", "session"), ([], "session"),
+    ({"type": "transcription"}, "session.type"),
+    ({"audio": "x"}, "session.audio"),
+    ({"audio": {"input": {"format": "audio/pcm"}}}, "session.audio.input.format.type"),
+    ({"audio": {"input": {"format": {"type": "audio/pcm", "rate": [24000]}}}}, "session.audio.input.format.rate"),
+    ({"audio": {"output": {"format": {"type": "audio/pcmu"}}}}, "session.audio.output.format.type"),
+    ({"audio": {"input": {"turn_detection": "server_vad"}}}, "session.audio.input.turn_detection"),
+    ({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}}, "session.audio.input.turn_detection.type"),
+    ({"audio": {"input": {"turn_detection": {"threshold": "0.5"}}}}, "session.audio.input.turn_detection.threshold"),
+    ({"audio": {"input": {"turn_detection": {"threshold": 1.0}}}}, "session.audio.input.turn_detection.threshold"),
+    ({"audio": {"input": {"turn_detection": {"silence_duration_ms": 99}}}},
+     "session.audio.input.turn_detection.silence_duration_ms"),
+    ({"audio": {"input": {"turn_detection": {"prefix_padding_ms": 1.5}}}},
+     "session.audio.input.turn_detection.prefix_padding_ms"),
+    ({"audio": {"input": {"turn_detection": {"create_response": 1}}}},
+     "session.audio.input.turn_detection.create_response"),
+    ({"audio": {"input": {"turn_detection": {"idle_timeout_ms": "5s"}}}},
+     "session.audio.input.turn_detection.idle_timeout_ms"),
+    ({"audio": {"input": {"transcription": "whisper"}}}, "session.audio.input.transcription"),
+    ({"audio": {"input": {"transcription": {"model": 1}}}}, "session.audio.input.transcription.model"),
+    ({"audio": {"input": {"noise_reduction": "near_field"}}}, "session.audio.input.noise_reduction"),
+    ({"audio": {"output": {"voice": 5}}}, "session.audio.output.voice"),
+    ({"audio": {"output": {"voice": "v" * 65}}}, "session.audio.output.voice"),
+    ({"audio": {"output": {"voice": {"id": 3}}}}, "session.audio.output.voice.id"),
+    ({"audio": {"output": {"speed": "fast"}}}, "session.audio.output.speed"),
+    ({"instructions": 5}, "session.instructions"),
+    ({"instructions": "x" * (MAX_TEXT_BYTES + 1)}, "session.instructions"),
+    ({"instructions": "\udc00"}, "session.instructions"),
+    ({"output_modalities": "audio"}, "session.output_modalities"),
+    ({"max_output_tokens": 4097}, "session.max_output_tokens"),
+    ({"max_output_tokens": 5.0}, "session.max_output_tokens"),
+    ({"sub250": True}, "session.sub250"),
+    ({"sub250": {"speculative_turns": "yes"}}, "session.sub250.speculative_turns"),
+    ({"tools": {"type": "function"}}, "session.tools"),
+    ({"tools": ["f"]}, "session.tools[0]"),
+    ({"tool_choice": 1}, "session.tool_choice"),
+    ({"include": "item.input_audio_transcription.logprobs"}, "session.include"),
+    ({"model": ["gpt"]}, "session.model"),
+    ({"tracing": 5}, "session.tracing"),
+    ({"truncation": []}, "session.truncation"),
+    ({"prompt": "p"}, "session.prompt"),
+    ({"parallel_tool_calls": "no"}, "session.parallel_tool_calls"),
+])
+def test_every_field_is_type_checked(session, param):
+    assert refused(session).param == param
+
+
+def test_valid_updates_keep_their_meaning():
+    cfg = SessionConfig(id="s")
+    new = cfg.updated({
+        "type": "realtime", "model": "gpt-realtime", "instructions": "Be brief.", "output_modalities": ["text"],
+        "max_output_tokens": 300, "tools": [{"type": "function", "name": "f"}], "tool_choice": "auto",
+        "include": ["item.input_audio_transcription.logprobs"], "tracing": "auto", "truncation": "auto",
+        "sub250": {"speculative_turns": True},
+        "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}, "noise_reduction": None,
+                            "transcription": {"model": "whisper-1", "language": "en"},
+                            "turn_detection": {"type": "server_vad", "threshold": 0.6, "silence_duration_ms": 300,
+                                               "prefix_padding_ms": 200, "create_response": False,
+                                               "interrupt_response": False, "idle_timeout_ms": None}},
+                  "output": {"format": {"type": "audio/pcm"}, "voice": "marin", "speed": 1.0}},
+    })
+    assert new == SessionConfig(
+        id="s", instructions="Be brief.", output_modalities=("text",), max_output_tokens=300, voice="marin",
+        speculative_turns=True, transcription=True,
+        turn_detection=TurnDetection(threshold=0.6, silence_duration_ms=300, prefix_padding_ms=200,
+                                     create_response=False, interrupt_response=False))
+    assert cfg.updated({}) == cfg
+    assert cfg.updated({"audio": {"input": {"transcription": None}}}).transcription is False
+    assert cfg.updated({"audio": {"input": {"turn_detection": None}}}).turn_detection is None
+    assert cfg.updated({"audio": {"output": {"voice": {"id": "voice_1"}}}}).voice == "voice_1"
+    assert cfg.updated({"max_output_tokens": "inf"}).max_output_tokens == MAX_OUTPUT_TOKENS
+    # null is "not given"; an empty or null audio part changes nothing
+    assert cfg.updated({"instructions": None, "audio": {"input": None, "output": {}}, "sub250": None}) == cfg
+    # turn_detection updates start from the current one
+    a = cfg.updated({"audio": {"input": {"turn_detection": {"silence_duration_ms": 800}}}})
+    assert a.updated({"audio": {"input": {"turn_detection": {"threshold": 0.3}}}}).turn_detection == TurnDetection(
+        threshold=0.3, silence_duration_ms=800)
+
+
+def test_wire_form_is_unchanged():
+    wire = SessionConfig(id="s").to_wire()
+    assert wire["audio"]["input"]["format"] == wire["audio"]["output"]["format"] == {"type": "audio/pcm",
+                                                                                     "rate": 24000}
+    assert json.loads(json.dumps(wire)) == wire
