@@ -186,9 +186,10 @@ def _limits(settings: Settings) -> "object":
         origins: tuple[str, ...] | None = tuple(o.strip() for o in settings.origins.split(",") if o.strip())
     else:
         origins = tuple(f"http://{h}:{settings.port}" for h in {settings.host, "localhost", "127.0.0.1"})
+    hosts = tuple(h.strip() for h in settings.hosts.split(",") if h.strip())
     return GatewayLimits(max_sessions_per_key=settings.max_sessions_per_key, messages_per_s=settings.messages_per_s,
                          burst=int(settings.messages_per_s * 2), max_event_bytes=settings.max_event_bytes,
-                         max_audio_rate=settings.max_audio_rate, origins=origins)
+                         max_audio_rate=settings.max_audio_rate, origins=origins, hosts=hosts)
 
 
 # --- doctor ------------------------------------------------------------------------------------------

@@ -50,6 +50,9 @@ class Settings:
     api_keys: str = ""
     #: Allowed browser Origins, comma-separated; ``*`` allows any. Empty: this server's own URLs.
     origins: str = ""
+    #: Host names (comma-separated, ``*``: any) requests may name in ``Host`` besides the bind host,
+    #: localhost and IP literals (DNS-rebinding defence). Bound to 0.0.0.0 behind a name: list the name.
+    hosts: str = ""
     #: Gateway limits (see app/gateway/limits.py).
     max_sessions_per_key: int = 8
     messages_per_s: float = 200.0

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from app.audio.rates import ASR_RATE
 from app.config import Settings
 from app.errors import Sub250Error
 from app.stack import Stack
@@ -74,9 +75,9 @@ def _spoken_probe(stack: Stack) -> np.ndarray:
         if stack.tts is not None:
             chunks = list(stack.tts.synthesize(PROBE_SENTENCE))
             pcm = b"".join(c.pcm16 for c in chunks)
-            _probe_audio["audio"] = resample(pcm16_to_float32(pcm), chunks[0].sample_rate, 16000)
+            _probe_audio["audio"] = resample(pcm16_to_float32(pcm), chunks[0].sample_rate, ASR_RATE)
         else:
-            _probe_audio["audio"] = np.zeros(16000 * 3, dtype=np.float32)
+            _probe_audio["audio"] = np.zeros(ASR_RATE * 3, dtype=np.float32)
     return _probe_audio["audio"]
 
 

@@ -10,12 +10,21 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from app.config import Settings
 from app.errors import Sub250Error
 from app.modelstore import PreparedModels, prepare
 from app.profiles import Profile, load_profile
+
+if TYPE_CHECKING:
+    from app.asr.base import ASREngine
+    from app.db.embedded import EmbeddedPostgres
+    from app.llm.base import LLMEngine
+    from app.rag.base import BaseRetriever
+    from app.rag.embedder import Embedder
+    from app.rag.store import VectorStore
+    from app.tts.base import TTSEngine
 
 log = logging.getLogger(__name__)
 
@@ -27,16 +36,17 @@ class Stack:
     settings: Settings
     profile: Profile
     models: PreparedModels | None = None
-    pg: Any = None  # EmbeddedPostgres when DATABASE_URL is unset
+    pg: EmbeddedPostgres | None = None  # when DATABASE_URL is unset
     dsn: str = ""
-    pool: Any = None
+    pool: Any = None  # asyncpg.Pool
+    #: Silero VAD's ONNX session (onnxruntime.InferenceSession), shared: each audio stream keeps its own state.
     vad_session: Any = None
-    asr: Any = None
-    embedder: Any = None
-    store: Any = None
-    retriever: Any = None
-    llm: Any = None
-    tts: Any = None
+    asr: ASREngine | None = None
+    embedder: Embedder | None = None
+    store: VectorStore | None = None
+    retriever: BaseRetriever | None = None
+    llm: LLMEngine | None = None
+    tts: TTSEngine | None = None
     load_seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -119,6 +129,9 @@ class Stack:
 
     async def close(self) -> None:
         errors: list[str] = []
+        for engine in (self.asr, self.tts, self.embedder):
+            if engine is not None:
+                engine.close_threads()
         if self.llm is not None:
             try:
                 await self.llm.close()

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from app.asr.base import ASREngine, Transcript
+from app.audio.rates import ASR_RATE
 from app.errors import ModelError
 
 
@@ -23,6 +24,7 @@ class WhisperASR(ASREngine):
     name = "faster-whisper"
 
     def __init__(self, model: Path | str, cfg: dict[str, Any]) -> None:
+        super().__init__()
         self.model_ref = model
         self.cfg = cfg
         self.model: Any = None
@@ -60,7 +62,7 @@ class WhisperASR(ASREngine):
         if self.model is None:
             raise RuntimeError("ASR model not loaded")
         t0 = time.perf_counter()
-        audio_seconds = audio.size / 16000.0
+        audio_seconds = audio.size / ASR_RATE
         # Bound decoding: ~4 tokens/s of speech is generous; stops hallucinated repetition loops.
         max_new_tokens = int(min(224, 16 + audio_seconds * 6))
         window = window or self.cfg.get("window", "30s")
@@ -85,7 +87,7 @@ class WhisperASR(ASREngine):
         import ctranslate2
         from faster_whisper.tokenizer import Tokenizer
 
-        pad = int(float(self.cfg.get("window_padding_s", 2.0)) * 16000)
+        pad = int(float(self.cfg.get("window_padding_s", 2.0)) * ASR_RATE)
         padded = np.concatenate([audio.astype(np.float32, copy=False), np.zeros(pad, dtype=np.float32)])
         features = self.model.feature_extractor(padded, chunk_length=30)[:, :-1]
         encoder_output = self.model.model.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(features[None])))
@@ -99,7 +101,7 @@ class WhisperASR(ASREngine):
             max_length=len(prompt) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],
             no_repeat_ngram_size=int(self.cfg.get("no_repeat_ngram_size", 3)),  # short windows loop otherwise
         )[0]
-        duration = audio.size / 16000.0
+        duration = audio.size / ASR_RATE
         parts: list[str] = []
         current: list[int] = []
         start: float | None = None

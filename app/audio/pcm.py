@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-ASR_RATE = 16_000
+from app.audio.rates import ASR_RATE
+
+__all__ = ["ASR_RATE", "StreamResampler", "float32_to_pcm16", "load_audio", "pcm16_to_float32", "resample"]
 
 
 def pcm16_to_float32(data: bytes | bytearray | memoryview) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 The model consumes 512-sample windows at 16 kHz (32 ms) with 64 samples of context from the
 previous window and a recurrent state; ``SileroVAD.probability`` feeds one window and returns the
-speech probability. ``VADStream`` cuts arbitrary-sized input into windows.
+speech probability. The session's input buffer
+(``app/session/input_buffer.py``) cuts audio into those windows.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
+from app.audio.rates import ASR_RATE
 
 WINDOW = 512  # samples at 16 kHz
 CONTEXT = 64
@@ -35,7 +38,7 @@ class SileroVAD:
     def reset(self) -> None:
         self._state = np.zeros((2, 1, 128), dtype=np.float32)
         self._context = np.zeros((1, CONTEXT), dtype=np.float32)
-        self._sr = np.array(16000, dtype=np.int64)
+        self._sr = np.array(ASR_RATE, dtype=np.int64)
 
     def probability(self, window: np.ndarray) -> float:
         if window.shape[-1] != WINDOW:
@@ -44,18 +47,3 @@ class SileroVAD:
         out, self._state = self.session.run(None, {"input": x, "state": self._state, "sr": self._sr})
         self._context = x[:, -CONTEXT:]
         return float(out[0][0])
-
-
-class VADStream:
-    """Feed float32 16 kHz audio of any length; get one probability per complete 32 ms window."""
-
-    def __init__(self, vad: SileroVAD) -> None:
-        self.vad = vad
-        self._pending = np.zeros(0, dtype=np.float32)
-
-    def feed(self, samples: np.ndarray) -> list[float]:
-        buf = np.concatenate([self._pending, samples]) if self._pending.size else samples
-        n = buf.size // WINDOW
-        probs = [self.vad.probability(buf[i * WINDOW : (i + 1) * WINDOW]) for i in range(n)]
-        self._pending = buf[n * WINDOW :].copy()
-        return probs

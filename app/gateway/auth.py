@@ -18,9 +18,9 @@ import base64
 import json
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 KEY_PREFIX = "sk-sub250-"
 SUBPROTOCOL_PREFIX = "openai-insecure-api-key."
@@ -108,17 +108,35 @@ class ApiKeys:
         return None
 
 
-def extract_key(headers: "object", path: str) -> tuple[str | None, str | None]:
-    """(key, subprotocol to echo) from a handshake request's headers and path."""
-    auth = headers.get("Authorization") if headers is not None else None
-    if auth and auth.lower().startswith("bearer "):
-        return auth[7:].strip(), None
-    protos = headers.get("Sec-WebSocket-Protocol") if headers is not None else None
-    if protos:
-        for proto in (p.strip() for p in protos.split(",")):
-            if proto.startswith(SUBPROTOCOL_PREFIX):
-                return proto[len(SUBPROTOCOL_PREFIX):], proto
-    query = parse_qs(urlsplit(path).query)
-    if query.get("api_key"):
-        return query["api_key"][0], None
-    return None, None
+def offered_subprotocols(headers: Mapping[str, str]) -> list[str]:
+    """The subprotocols a WebSocket handshake offers (``Sec-WebSocket-Protocol``), in the client's order."""
+    value = headers.get("Sec-WebSocket-Protocol") or ""
+    return [p.strip() for p in value.split(",") if p.strip()]
+
+
+def extract_key(headers: Mapping[str, str], query: Mapping[str, str]) -> str | None:
+    """The key (API key or client secret) a request carries, from the first of: ``Authorization: Bearer``,
+    the subprotocol ``openai-insecure-api-key.<key>`` (browsers' WebSockets), ``?api_key=`` (URL-decoded).
+
+    The one place every entry point (WebSocket handshake, HTTP endpoints) reads a key from."""
+    scheme, _, credentials = (headers.get("Authorization") or "").strip().partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    for proto in offered_subprotocols(headers):
+        if proto.startswith(SUBPROTOCOL_PREFIX) and len(proto) > len(SUBPROTOCOL_PREFIX):
+            return proto[len(SUBPROTOCOL_PREFIX):]
+    return query.get("api_key") or None
+
+
+def select_subprotocol(headers: Mapping[str, str]) -> str | None:
+    """The subprotocol the server echoes: ``realtime`` when offered, else the ``openai-insecure-api-key.*``
+    one (a browser that offered only that one expects it back), else none."""
+    offered = offered_subprotocols(headers)
+    if "realtime" in offered:
+        return "realtime"
+    return next((p for p in offered if p.startswith(SUBPROTOCOL_PREFIX)), None)
+
+
+def is_client_secret(key: str | None) -> bool:
+    """Whether ``key`` is a client secret (``ek_...``) rather than an API key."""
+    return key is not None and key.startswith(TOKEN_PREFIX)

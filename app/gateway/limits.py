@@ -23,6 +23,12 @@ class GatewayLimits:
     max_audio_rate: float = 16.0
     #: Allowed browser Origins (None: any; WebSocket clients that send no Origin are always allowed).
     origins: tuple[str, ...] | None = None
+    #: Host names, besides the bind host, localhost and IP literals, that requests may carry in ``Host``
+    #: (``SUB250_HOSTS``; ``*``: any). Refusing other names defeats DNS rebinding; see app/gateway/admission.py.
+    hosts: tuple[str, ...] = ()
+    #: Serialized server events a connection may have queued but not yet written (a client that does not
+    #: read): past it the oldest reply's queued audio is dropped, then the connection closed. See outbox.py.
+    max_outbox_bytes: int = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,8 @@ class Refusal:
     code: str
     message: str
     http_status: int = 429
+    #: The OpenAI error ``type`` the refusal is reported with.
+    type: str = "rate_limit_error"
 
 
 class _Bucket:
@@ -76,7 +84,7 @@ class KeyLimiter:
     def check_message(self, key_id: str, size: int) -> Refusal | None:
         if size > self.limits.max_event_bytes:
             return Refusal("event_too_large", f"the event is {size} bytes; the limit is {self.limits.max_event_bytes}",
-                           413)
+                           413, "invalid_request_error")
         bucket = self._messages.get(key_id)
         if bucket is None:
             bucket = self._messages[key_id] = _Bucket(self.limits.messages_per_s, self.limits.burst)

@@ -66,18 +66,3 @@ class LLMEngine(abc.ABC):
 
     def describe(self) -> dict[str, Any]:
         return {"engine": self.name}
-
-
-def create_engine(cfg: dict[str, Any], model: Any, settings: Any) -> LLMEngine:
-    backend = cfg.get("backend", "vllm")
-    if backend == "vllm":
-        from app.llm.vllm_local import VLLMLocalEngine
-
-        return VLLMLocalEngine(cfg, model, settings)
-    if backend == "openai":
-        from app.llm.openai_remote import OpenAIRemoteEngine
-
-        return OpenAIRemoteEngine(cfg, settings)
-    from app.errors import ConfigError
-
-    raise ConfigError(f"unknown LLM backend {backend!r}", "use backend = \"vllm\" or \"openai\" in the profile")

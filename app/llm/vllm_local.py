@@ -119,8 +119,12 @@ class VLLMLocalEngine(LLMEngine):
         if self._engine is None:
             raise EngineError("the LLM engine is not started", "call start() first")
         ids = request.prompt_token_ids or self.tokenize(request.messages)
+        room = int(self.cfg.get("max_model_len", 2048)) - len(ids)
+        if room < 1:
+            raise EngineError(f"the prompt ({len(ids)} tokens) fills the model's whole context",
+                              "shorten the instructions or the item texts")
         params = SamplingParams(
-            max_tokens=request.max_tokens,
+            max_tokens=min(request.max_tokens, room),  # "inf" and large budgets end at the context's edge
             temperature=request.temperature,
             output_kind=_delta_kind(),
         )

@@ -1,4 +1,4 @@
-"""The turn timeline of ../shared/LATENCY.md: monotonic marks, the budget's spans, and the verdict.
+"""The turn timeline of docs/LATENCY.md: monotonic marks, the budget's spans, and the verdict.
 
 One clock for the whole process: ``time.perf_counter_ns()``. A mark is taken at the moment it names
 (``mark()`` is called right there, not when something is logged). Spans whose marks are missing are
@@ -63,8 +63,31 @@ class TurnTimeline:
     #: The prompt's length in tokens and how many of them vLLM's prefix cache already held.
     prompt_tokens: int | None = None
     cached_prompt_tokens: int | None = None
+
     def unmark(self, name: str) -> None:
         self.marks.pop(name, None)
+
+    def rebase_to_commit(self, commit_ns: int, started_ns: int) -> None:
+        """A reply prepared before the commit (speculative end of turn) is adopted at ``commit_ns``: work it did
+        earlier is off the critical path, so it is reported apart (``ahead``, ``retrieval_ahead``) and its marks
+        move to the commit — never a negative span. ``started_ns``: when the speculative work began."""
+        self.speculative = True
+        marks = self.marks
+        if "asr_final" in marks and marks["asr_final"] < commit_ns:
+            self.ahead["asr"] = (marks["asr_final"] - started_ns) / 1e6
+            self.mark("asr_final", commit_ns, overwrite=True)
+        if "retrieval_start" in marks and marks["retrieval_start"] < commit_ns:
+            end = marks.get("retrieval_end")
+            if end is not None and end <= commit_ns:
+                self.measured["retrieval_ahead"] = (end - marks["retrieval_start"]) / 1e6
+                self.unmark("retrieval_start")
+                self.unmark("retrieval_end")
+            else:
+                self.measured["retrieval_ahead"] = (commit_ns - marks["retrieval_start"]) / 1e6
+                self.mark("retrieval_start", commit_ns, overwrite=True)
+        if "prompt_ready" in marks and marks["prompt_ready"] < commit_ns:
+            self.ahead["prompt_ready"] = (marks["prompt_ready"] - started_ns) / 1e6
+            self.mark("prompt_ready", commit_ns, overwrite=True)
 
     def mark(self, name: str, at_ns: int | None = None, *, overwrite: bool = False) -> int:
         if name not in MARKS:

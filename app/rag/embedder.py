@@ -12,13 +12,15 @@ from typing import Any
 
 import numpy as np
 
+from app.engine import ThreadedEngine
 from app.errors import ModelError
 
 
-class Embedder:
+class Embedder(ThreadedEngine):
     name = "minilm-onnx"
 
     def __init__(self, model: Path, tokenizer: Path, cfg: dict[str, Any]) -> None:
+        super().__init__(workers=int(cfg.get("workers", 2)))
         self.model_path = model
         self.tokenizer_path = tokenizer
         self.cfg = cfg
@@ -52,7 +54,7 @@ class Embedder:
         self.load_seconds = time.perf_counter() - t0
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        """(n, dim) float32, unit length. Blocking: call via ``asyncio.to_thread`` from async code."""
+        """(n, dim) float32, unit length. Blocking: from async code, ``await embedder.run(embedder.embed, …)``."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encs = self.tokenizer.encode_batch(texts)

@@ -3,27 +3,17 @@ query (in a thread) and search pgvector."""
 
 from __future__ import annotations
 
-import asyncio
 import time
-from dataclasses import dataclass
 
+from app.rag.base import BaseRetriever, Retrieval
 from app.rag.embedder import Embedder
 from app.rag.query_cache import QueryCache
-from app.rag.store import RetrievedPassage, VectorStore
+from app.rag.store import VectorStore
+
+__all__ = ["Retrieval", "Retriever"]
 
 
-@dataclass(frozen=True)
-class Retrieval:
-    passages: list[RetrievedPassage]
-    embed_ms: float
-    search_ms: float
-    #: "exact" | "near" (served by the query cache) | "miss" (searched) | "off" (no cache)
-    cache: str = "off"
-    #: cosine to the closest cached question (None: no cache, or empty)
-    similarity: float | None = None
-
-
-class Retriever:
+class Retriever(BaseRetriever):
     def __init__(self, embedder: Embedder, store: VectorStore, k: int = 3, cache: QueryCache | None = None) -> None:
         self.embedder, self.store, self.k = embedder, store, k
         self.cache = cache
@@ -35,7 +25,7 @@ class Retriever:
         if cache is not None and (hit := cache.exact(query, count=count)) is not None:
             return Retrieval(hit.passages, 0.0, 0.0, cache="exact", similarity=1.0)
         t0 = time.perf_counter()
-        vec = await asyncio.to_thread(self.embedder.embed_one, query)
+        vec = await self.embedder.run(self.embedder.embed_one, query)
         t1 = time.perf_counter()
         similarity = None
         if cache is not None:

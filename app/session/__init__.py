@@ -1,6 +1,12 @@
-"""One conversation: the turn loop, cancellation (barge-in), history. Knows nothing of wire formats
-beyond the event dicts of ``app.protocol``; the transport hands it parsed events."""
+"""One conversation: a small conductor (``session.py``) over parts that never call back into it.
 
-from app.session.session import RealtimeSession, Transport
+``input_buffer`` (caller audio in windows), ``listening`` (partials, retrieval ahead), ``speculation`` (the
+reply held at the first pause), ``conversation`` (typed items), ``reply`` (one reply's state machine) over
+``stages`` (ASR, retrieval, prompt, generation, speech), ``output`` (the transport as the session sees it).
+Wire shapes are built in :mod:`app.protocol`; transports hand the session parsed events and PCM.
+"""
+
+from app.session.output import Transport
+from app.session.session import RealtimeSession
 
 __all__ = ["RealtimeSession", "Transport"]

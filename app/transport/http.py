@@ -1,111 +1,202 @@
-"""Plain HTTP endpoints (``aiohttp``), on the same port as the WebSocket API (see ``frontdoor.py``):
+"""The front door: one ``aiohttp`` application serves the whole port.
 
+- ``GET /v1/realtime`` (WebSocket upgrade): the realtime API (``websocket.py``);
 - ``GET /`` and ``/web/*``: the demo page and its JavaScript client (static files, no build step);
-- ``POST /v1/realtime/client_secrets``: a short-lived client secret for a page (auth: API key);
+- ``POST /v1/realtime/client_secrets``: a short-lived client secret for a page (auth: an API key);
 - ``POST /v1/realtime/calls``: WebRTC signalling, SDP offer in, SDP answer out (auth: key or secret);
 - ``POST /v1/realtime/calls/{id}/hangup``: end a WebRTC call;
 - ``GET /healthz``, ``GET /metrics`` (Prometheus).
 
-Errors are JSON in the OpenAI shape: ``{"error": {"type", "code", "message"}}``.
+Every request passes the same checks, in the same order, whichever path it takes (see
+``app/gateway/admission.py``): Host (403 ``host_not_allowed``), Origin (403 ``origin_not_allowed``), then
+for the API: readiness (503 ``not_ready`` with ``Retry-After``) and the key (401 ``invalid_api_key``).
+The WebSocket handshake's refusals are HTTP answers before the upgrade. Errors are JSON in the OpenAI
+shape ``{"error": {"type", "code", "message"}}``, built by :func:`error_response` alone; an unexpected
+exception answers 500 with an error id (the log has the details under that id), never its text.
+
+Request heads are limited by aiohttp (:data:`MAX_LINE_BYTES` per line and header, :data:`MAX_HEADERS`
+headers; over it aiohttp answers 400), bodies to :data:`MAX_BODY_BYTES` (413), and a connection that
+sends no complete request within :data:`IDLE_TIMEOUT_S` is dropped.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aiohttp import web
 
+from app.gateway import Admission, GatewayLimits, KeyLimiter, Principal, Refusal, select_subprotocol
 from app.gateway.auth import TOKEN_TTL_S
-from app.protocol import ProtocolError
-
-if TYPE_CHECKING:
-    from app.server import Server
+from app.protocol import ProtocolError, new_id
+from app.transport.websocket import REALTIME_PATH, WebSocketTransport, serve_realtime, websocket_response
 
 log = logging.getLogger(__name__)
 
 WEB_DIR = Path(__file__).resolve().parents[2] / "web"
-SERVER: web.AppKey[Any] = web.AppKey("server")
 #: Largest request body accepted (an SDP offer is a few KB).
 MAX_BODY_BYTES = 64 * 1024
+#: Request head limits handed to aiohttp's parser (request line, each header; number of headers).
+MAX_LINE_BYTES = 8190
+MAX_HEADERS = 128
+#: A connection without a complete request for this long is closed (aiohttp's keep-alive timer, which
+#: also runs before the first request).
+IDLE_TIMEOUT_S = 15.0
+#: On shutdown, how long open handlers get before they are cancelled.
+SHUTDOWN_TIMEOUT_S = 5.0
+#: Seconds a client is asked to wait when the engines are still loading.
+RETRY_AFTER_S = 5
+
+
+class Backend(Protocol):
+    """What the front door needs from the server (``app.server.Server`` is one)."""
+
+    admission: Admission
+    limits: GatewayLimits
+    limiter: KeyLimiter
+    #: Open WebRTC calls by id.
+    calls: dict[str, Any]
+    #: Handed unopened to each session (``RealtimeSession(shared, ...)``).
+    shared: Any
+
+    @property
+    def ready(self) -> bool: ...
+
+    def health(self) -> dict[str, Any]: ...
+
+
+BACKEND: web.AppKey[Backend] = web.AppKey("backend", Backend)
+SOCKETS: web.AppKey[set[WebSocketTransport]] = web.AppKey("sockets", set)
 
 
 def error_response(status: int, code: str, message: str, type: str = "invalid_request_error",
                    headers: dict[str, str] | None = None) -> web.Response:
+    """The one JSON error answer: ``{"error": {"type", "code", "message"}}``."""
     body = {"error": {"type": type, "code": code, "message": message}}
     return web.json_response(body, status=status, headers=headers)
 
 
-def build_app(server: "Server") -> web.Application:
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_errors(server)])
-    app[SERVER] = server
+def refusal_response(refusal: Refusal) -> web.Response:
+    return error_response(refusal.http_status, refusal.code, refusal.message, refusal.type)
+
+
+def not_ready_response() -> web.Response:
+    """The one "not ready" answer (engines still loading)."""
+    return error_response(503, "not_ready", "the server is still loading its engines; retry in a few seconds",
+                          "server_error", headers={"Retry-After": str(RETRY_AFTER_S)})
+
+
+def runner_options() -> dict[str, Any]:
+    """Keyword arguments for ``web.AppRunner`` (request head limits, idle timeout, no access log)."""
+    return {"access_log": None, "handle_signals": False, "max_line_size": MAX_LINE_BYTES,
+            "max_field_size": MAX_LINE_BYTES, "max_headers": MAX_HEADERS, "keepalive_timeout": IDLE_TIMEOUT_S,
+            "shutdown_timeout": SHUTDOWN_TIMEOUT_S}
+
+
+def build_app(backend: Backend) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[_front_door])
+    app[BACKEND] = backend
+    app[SOCKETS] = set()
     app.router.add_get("/", _index)
     if WEB_DIR.is_dir():
         app.router.add_static("/web/", WEB_DIR, show_index=False, follow_symlinks=False)
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/metrics", _metrics)
-    app.router.add_get("/v1/realtime", _realtime_needs_upgrade)
+    app.router.add_get(REALTIME_PATH, _realtime)
     app.router.add_post("/v1/realtime/client_secrets", _client_secrets)
     app.router.add_post("/v1/realtime/calls", _create_call)
     app.router.add_post("/v1/realtime/calls/{call_id}/hangup", _hangup)
+    app.on_shutdown.append(_close_everything)
     return app
 
 
-def _errors(server: "Server") -> Any:
-    @web.middleware
-    async def middleware(request: web.Request, handler: Any) -> web.StreamResponse:
-        origin = request.headers.get("Origin")
-        if origin is not None and not server.origin_allowed(origin, request.host):
-            return error_response(403, "origin_not_allowed",
-                                  f"Origin {origin!r} is not allowed (SUB250_ORIGINS)")
-        cors = {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
-                "Access-Control-Expose-Headers": "Location"} if origin else {}
-        if request.method == "OPTIONS" and origin:
-            return web.Response(status=204, headers={
-                **cors, "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
-                "Access-Control-Allow-Headers": "Authorization, Content-Type", "Access-Control-Max-Age": "600"})
-        try:
-            resp = await handler(request)
-        except _Refused as refused:
-            resp = refused.response
-        except web.HTTPRequestEntityTooLarge:
-            resp = error_response(413, "body_too_large", f"the request body is over {MAX_BODY_BYTES} bytes")
-        except web.HTTPNotFound:
-            resp = error_response(404, "not_found", f"no such path: {request.path}")
-        except web.HTTPMethodNotAllowed as exc:
-            resp = error_response(405, "method_not_allowed",
-                                  f"{request.method} is not allowed on {request.path} (use {', '.join(exc.allowed_methods)})")
-        except web.HTTPException:
-            raise
-        except Exception as exc:  # a bug must answer 500 with a message, not a dropped connection
-            log.exception("HTTP %s %s failed", request.method, request.path)
-            resp = error_response(500, "server_error", f"internal error: {exc}", "server_error")
+@web.middleware
+async def _front_door(request: web.Request, handler: Any) -> web.StreamResponse:
+    backend = request.app[BACKEND]
+    refusal = backend.admission.check_request(request.headers)
+    if refusal is not None:
+        return refusal_response(refusal)  # no CORS headers: the page must not read it
+    origin = request.headers.get("Origin")
+    cors = {"Access-Control-Allow-Origin": origin, "Vary": "Origin",
+            "Access-Control-Expose-Headers": "Location"} if origin else {}
+    if request.method == "OPTIONS" and origin:
+        return web.Response(status=204, headers={
+            **cors, "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+            "Access-Control-Allow-Headers": "Authorization, Content-Type", "Access-Control-Max-Age": "600"})
+    try:
+        resp = await handler(request)
+    except _Refused as refused:
+        resp = refused.response
+    except web.HTTPRequestEntityTooLarge:
+        resp = error_response(413, "body_too_large", f"the request body is over {MAX_BODY_BYTES} bytes")
+    except web.HTTPNotFound:
+        resp = error_response(404, "not_found", f"no such path: {request.path}")
+    except web.HTTPMethodNotAllowed as exc:
+        resp = error_response(405, "method_not_allowed", f"{request.method} is not allowed on {request.path} "
+                                                         f"(use {', '.join(sorted(exc.allowed_methods))})")
+    except web.HTTPException:
+        raise
+    except Exception:  # a bug answers 500 with an id to quote, not a dropped connection nor its text
+        error_id = new_id("err")
+        log.exception("[%s] HTTP %s %s failed", error_id, request.method, request.path)
+        resp = error_response(500, "server_error", f"internal error (id {error_id}); the server log has the details",
+                              "server_error")
+    if not resp.prepared:  # a WebSocket's headers are gone with its 101
         resp.headers.update(cors)
-        return resp
-
-    return middleware
-
-
-def _auth(request: web.Request) -> Any:
-    """The caller's principal, or :class:`_Refused` (answered by the middleware) when not ready or not allowed."""
-    server: Server = request.app[SERVER]
-    if server.state != "ready":
-        raise _Refused(error_response(503, "not_ready", "the server is still loading its engines; retry shortly",
-                                      "server_error", headers={"Retry-After": "5"}))
-    header = request.headers.get("Authorization", "")
-    key = header[7:].strip() if header.lower().startswith("bearer ") else None
-    principal = server.keys.authenticate(key)
-    if principal is None:
-        raise _Refused(error_response(401, "invalid_api_key",
-                                      "missing, invalid or expired key: send 'Authorization: Bearer <key>'"))
-    return principal
+    return resp
 
 
 class _Refused(Exception):
     def __init__(self, response: web.Response) -> None:
         self.response = response
+
+
+def _admit(request: web.Request, *, allow_client_secret: bool = True) -> Principal:
+    """The caller's principal (Host and Origin have passed already), or :class:`_Refused`: not ready, or
+    no valid key. The same for the WebSocket handshake and the HTTP endpoints."""
+    backend = request.app[BACKEND]
+    if not backend.ready:
+        raise _Refused(not_ready_response())
+    verdict = backend.admission.authenticate(request.headers, request.query, allow_client_secret=allow_client_secret)
+    if isinstance(verdict, Refusal):
+        raise _Refused(refusal_response(verdict))
+    return verdict
+
+
+# --- the realtime WebSocket ----------------------------------------------------------------------------
+
+
+async def _realtime(request: web.Request) -> web.StreamResponse:
+    backend = request.app[BACKEND]
+    ws = websocket_response(select_subprotocol(request.headers), backend.limits)
+    if not ws.can_prepare(request).ok:
+        return error_response(426, "websocket_required", f"{REALTIME_PATH} is a WebSocket endpoint",
+                              headers={"Upgrade": "websocket"})
+    principal = _admit(request)
+    await ws.prepare(request)
+    sockets = request.app[SOCKETS]
+    await serve_realtime(ws, principal, backend.shared, backend.limiter, model=request.query.get("model"),
+                         max_outbox_bytes=backend.limits.max_outbox_bytes,
+                         on_open=sockets.add, on_closed=sockets.discard)
+    return ws
+
+
+async def _close_everything(app: web.Application) -> None:
+    """Shutdown: open realtime connections are closed (1001), then open WebRTC calls."""
+    for transport in list(app[SOCKETS]):
+        transport.close_soon(1001, "server shutting down")
+    calls = list(app[BACKEND].calls.values())
+    results = await asyncio.gather(*(t.closed() for t in list(app[SOCKETS])),
+                                   *(call.close("server shutting down") for call in calls), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            log.warning("shutdown: a connection did not close cleanly: %r", result)
+
+
+# --- plain HTTP ----------------------------------------------------------------------------------------
 
 
 async def _index(request: web.Request) -> web.StreamResponse:
@@ -116,12 +207,8 @@ async def _index(request: web.Request) -> web.StreamResponse:
 
 
 async def _healthz(request: web.Request) -> web.Response:
-    server: Server = request.app[SERVER]
-    body: dict[str, Any] = {"status": server.state}
-    if server.stack is not None and server.state == "ready":
-        body["profile"] = server.stack.profile.name
-        body["webrtc_calls"] = len(server.calls)
-    return web.json_response(body, status=200 if server.state == "ready" else 503)
+    backend = request.app[BACKEND]
+    return web.json_response(backend.health(), status=200 if backend.ready else 503)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -130,54 +217,62 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-async def _realtime_needs_upgrade(request: web.Request) -> web.Response:
-    return error_response(426, "websocket_required", "/v1/realtime is a WebSocket endpoint",
-                          headers={"Upgrade": "websocket"})
-
-
 async def _client_secrets(request: web.Request) -> web.Response:
-    principal = _auth(request)
+    principal = _admit(request, allow_client_secret=False)  # a secret must not extend itself
     ttl = TOKEN_TTL_S
     if request.can_read_body:
+        example = 'expected JSON like {"expires_after": {"seconds": 600}}'
         try:
-            body = await request.json()
-            seconds = ((body or {}).get("expires_after") or {}).get("seconds", ttl)
-            if not isinstance(seconds, int) or isinstance(seconds, bool):
-                raise ValueError("expires_after.seconds must be an integer")
-            ttl = seconds
-        except (json.JSONDecodeError, AttributeError, ValueError) as exc:
-            return error_response(400, "invalid_body", f"expected JSON like {{\"expires_after\": {{\"seconds\": 600}}}}: {exc}")
-    server: Server = request.app[SERVER]
+            body = json.loads((await request.read()).decode("utf-8") or "{}")
+        except UnicodeDecodeError:
+            return error_response(400, "invalid_body", f"the body is not UTF-8; {example}")
+        except json.JSONDecodeError as exc:
+            return error_response(400, "invalid_body", f"{example}: {exc}")
+        expires = body.get("expires_after") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(expires, (dict, type(None))):
+            return error_response(400, "invalid_body", example)
+        seconds = (expires or {}).get("seconds", ttl)
+        if not isinstance(seconds, int) or isinstance(seconds, bool):
+            return error_response(400, "invalid_body", f"expires_after.seconds must be an integer; {example}")
+        ttl = seconds
     try:
-        token, expires_at = server.keys.mint(principal, ttl)
+        token, expires_at = request.app[BACKEND].admission.keys.mint(principal, ttl)
     except ValueError as exc:
         return error_response(400, "invalid_expires_after", str(exc))
     return web.json_response({"value": token, "expires_at": expires_at})
 
 
 async def _create_call(request: web.Request) -> web.Response:
-    principal = _auth(request)
+    from app.transport.webrtc import open_call  # aiortc loads only when a call comes
+
+    principal = _admit(request)
     if request.content_type != "application/sdp":
         return error_response(415, "unsupported_media_type",
                               f"send the SDP offer as the body with 'Content-Type: application/sdp' "
                               f"(got {request.content_type!r})")
-    offer = await request.text()
+    try:
+        offer = (await request.read()).decode("utf-8")
+    except UnicodeDecodeError:
+        return error_response(400, "invalid_sdp", "the SDP offer is not UTF-8 text")
     if "m=" not in offer:
         return error_response(400, "invalid_sdp", "the body is not an SDP offer (no media section)")
-    server: Server = request.app[SERVER]
+    backend = request.app[BACKEND]
+    calls = backend.calls
     try:
-        call = await server.open_call(principal, offer, model=request.query.get("model"))
+        call = await open_call(principal, backend.shared, backend.limiter, offer, model=request.query.get("model"),
+                               on_closed=lambda c: calls.pop(c.id, None),
+                               max_outbox_bytes=backend.limits.max_outbox_bytes)
     except ProtocolError as err:
         status = getattr(err, "http_status", 400)
         return error_response(status, err.code, err.message, err.type)
+    calls[call.id] = call
     return web.Response(status=201, text=call.answer_sdp, content_type="application/sdp",
                         headers={"Location": f"/v1/realtime/calls/{call.id}"})
 
 
 async def _hangup(request: web.Request) -> web.Response:
-    principal = _auth(request)
-    server: Server = request.app[SERVER]
-    call = server.calls.get(request.match_info["call_id"])
+    principal = _admit(request)
+    call = request.app[BACKEND].calls.get(request.match_info["call_id"])
     if call is None or call.principal.key_id != principal.key_id:
         return error_response(404, "call_not_found", f"no open call {request.match_info['call_id']!r}")
     await call.close("hung up by the client")

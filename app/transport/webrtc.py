@@ -1,10 +1,12 @@
 """The WebRTC endpoint (``aiortc``), in the OpenAI Realtime WebRTC shape.
 
 The browser POSTs its SDP offer to ``/v1/realtime/calls`` and gets the answer. Caller audio arrives on
-the media track (Opus, 48 kHz), is decoded and resampled to 16 kHz here at the edge and fed to the same
-:class:`~app.session.session.RealtimeSession` the WebSocket endpoint uses. Reply audio leaves on the
-server's track, paced in real time; every other event (``sub250.turn.latency`` included) travels as JSON on
-the data channel ``oai-events``. Barge-in purges the reply audio queued on the track at once.
+the media track (Opus, 48 kHz), is decoded and resampled to PCM16 mono at ``ASR_RATE`` here at the edge and
+fed to the same :class:`~app.session.session.RealtimeSession` the WebSocket endpoint uses
+(``handle_audio(pcm16, ASR_RATE, received_ns)``). Reply audio (``send_audio``) leaves on the server's
+track, paced in real time; every other event (``sub250.turn.latency`` included) travels as JSON on the data
+channel ``oai-events``, through a bounded outbox (a peer that stops reading the channel is hung up on).
+Barge-in purges the reply audio queued on the track at once.
 
 A call is closed, and everything it started stopped, when the peer connection closes or fails, when the
 data channel closes, when the client hangs up (``POST /v1/realtime/calls/{id}/hangup``), or when it never
@@ -14,7 +16,6 @@ connects within :data:`CONNECT_TIMEOUT_S`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import fractions
 import logging
 import time
@@ -27,13 +28,14 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from app.audio.pcm import ASR_RATE
+from app.audio.rates import ASR_RATE, OUTPUT_RATE
 from app.gateway import KeyLimiter, Principal
 from app.metrics.timeline import now_ns
 from app.protocol import ProtocolError, new_id, server_event
-from app.session.session import AUDIO_RATE, RealtimeSession, Shared
-from app.transport.dispatch import dispatch_message
-from app.transport.outbox import Outbox
+from app.tasks import TaskSet
+from app.transport import dispatch
+from app.transport.dispatch import dispatch_message, internal_error
+from app.transport.outbox import MAX_QUEUED_BYTES, OVERFLOW_REASON, Outbox
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +70,18 @@ def configure_ice_hosts(addresses: list[str] | None) -> list[str]:
     return host_addresses(True, True)
 
 
+def pcm16_of(frame: av.AudioFrame) -> bytes:
+    """The PCM16 bytes of a packed ``s16`` mono frame (what the resampler makes)."""
+    return frame.to_ndarray().reshape(-1).astype("<i2", copy=False).tobytes()
+
+
 class ReplyTrack(MediaStreamTrack):
-    """The server's audio track: reply PCM (24 kHz mono) queued by response, sent as 20 ms frames in
-    real time; silence between replies. ``on_sent`` of a chunk runs when its first frame leaves."""
+    """The server's audio track: reply PCM16 (mono, ``OUTPUT_RATE``) queued by response, sent as 20 ms
+    frames in real time; silence between replies. ``on_sent`` of a chunk runs when its first frame leaves."""
 
     kind = "audio"
 
-    def __init__(self, rate: int = AUDIO_RATE,
+    def __init__(self, rate: int = OUTPUT_RATE,
                  on_state: Callable[[str, str], None] | None = None) -> None:
         super().__init__()
         self.rate = rate
@@ -87,13 +94,16 @@ class ReplyTrack(MediaStreamTrack):
         self._pts = 0
         self.frames_sent = 0
 
-    def push(self, tag: str | None, pcm16: bytes, on_sent: Callable[[int], None] | None = None) -> None:
-        if pcm16:
-            self._chunks.append([tag, memoryview(pcm16), on_sent])
+    def push(self, tag: str | None, pcm16: bytes | memoryview,
+             on_sent: Callable[[int], None] | None = None) -> None:
+        if len(pcm16):
+            self._chunks.append([tag, memoryview(pcm16).cast("B"), on_sent])
 
     def finish(self, tag: str) -> None:
-        """No more audio will come for ``tag``: report ``stopped`` once what is queued has played."""
-        self._finished.add(tag)
+        """No more audio will come for ``tag``: report ``stopped`` once what is queued has played (a reply
+        that queued no audio, or whose audio was purged, has nothing to report)."""
+        if tag == self._playing or any(c[0] == tag for c in self._chunks):
+            self._finished.add(tag)
 
     def purge(self, tag: str) -> int:
         before = len(self._chunks)
@@ -155,36 +165,41 @@ class ReplyTrack(MediaStreamTrack):
 class WebRTCCall:
     """One call: a peer connection, its session, and the transport the session talks through."""
 
-    def __init__(self, call_id: str, principal: Principal, shared: Shared, limiter: KeyLimiter, *,
-                 model: str | None = None, on_closed: Callable[["WebRTCCall"], None] | None = None) -> None:
+    def __init__(self, call_id: str, principal: Principal, shared: Any, limiter: KeyLimiter, *,
+                 model: str | None = None, on_closed: Callable[["WebRTCCall"], None] | None = None,
+                 max_outbox_bytes: int = MAX_QUEUED_BYTES) -> None:
         self.id = call_id
         self.principal = principal
         self.limiter = limiter
         self.pc = RTCPeerConnection()
         self.track = ReplyTrack(on_state=self._audio_state)
-        self.outbox = Outbox()
+        self.max_outbox_bytes = max_outbox_bytes
+        self.outbox = Outbox(max_bytes=max_outbox_bytes, on_overflow=lambda: self.close_soon(OVERFLOW_REASON))
+        self._channel_drained = asyncio.Event()
         self.channel: Any = None
         self._channel_open = asyncio.Event()
         self._inbox: asyncio.Queue[tuple[str, Any, int]] = asyncio.Queue()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = TaskSet(on_error=self._task_failed)
         self._on_closed = on_closed
         self._closing: asyncio.Task | None = None
         self.closed = asyncio.Event()
         self.answer_sdp = ""
-        self.session = RealtimeSession(shared, self, model=model)
+        self.session = dispatch.new_session(shared, self, model)
 
     # --- the session's transport ---------------------------------------------------------------------
 
     def send(self, event: dict[str, Any], *, tag: str | None = None,
              on_sent: Callable[[int], None] | None = None) -> None:
-        etype = event.get("type")
-        if etype == "response.output_audio.delta":
-            # Audio goes on the media track, not the data channel (as in the OpenAI WebRTC API).
-            self.track.push(tag, base64.b64decode(event["delta"]), on_sent)
-            return
-        if etype == "response.done":
-            self.track.finish(event["response"]["id"])
         self.outbox.send(event, tag=tag, on_sent=on_sent)
+
+    def send_audio(self, pcm16: bytes | memoryview, *, response_id: str, item_id: str,
+                   on_sent: Callable[[int], None] | None = None) -> None:
+        """Reply audio goes on the media track, not the data channel (as in the OpenAI WebRTC API);
+        ``on_sent`` runs when its first frame leaves."""
+        self.track.push(response_id, bytes(pcm16), on_sent)  # a copy only if it is a view: the caller may reuse it
+
+    def audio_done(self, response_id: str) -> None:
+        self.track.finish(response_id)
 
     def purge(self, tag: str) -> int:
         dropped_audio = self.track.purge(tag)
@@ -228,9 +243,9 @@ class WebRTCCall:
         if any(t.kind == "audio" for t in pc.getTransceivers()):
             pc.addTrack(self.track)
         await pc.setLocalDescription(await pc.createAnswer())
-        self._spawn(self._inbound())
-        self._spawn(self.outbox.run(self._write))
-        self._spawn(self._connect_deadline())
+        self._tasks.spawn(self._inbound())
+        self._tasks.spawn(self.outbox.run(self._write))
+        self._tasks.spawn(self._connect_deadline())
         self.session.start()  # session.created waits in the outbox until the channel opens
         return pc.localDescription.sdp
 
@@ -248,6 +263,8 @@ class WebRTCCall:
         def on_close() -> None:
             self.close_soon("data channel closed")
 
+        channel.bufferedAmountLowThreshold = self.max_outbox_bytes // 2
+        channel.on("bufferedamountlow", self._channel_drained.set)
         if channel.readyState == "open":
             self._channel_open.set()
         else:
@@ -255,7 +272,7 @@ class WebRTCCall:
 
     def _on_track(self, track: Any) -> None:
         if track.kind == "audio":
-            self._spawn(self._read_audio(track))
+            self._tasks.spawn(self._read_audio(track))
 
     def _on_connection_state(self) -> None:
         state = self.pc.connectionState
@@ -272,12 +289,17 @@ class WebRTCCall:
 
     async def _write(self, text: str) -> None:
         await self._channel_open.wait()
+        # aiortc buffers whatever is sent; wait while a peer is far behind so that the outbox (bounded)
+        # is where a peer that stops reading shows up
+        while self.channel.bufferedAmount > self.max_outbox_bytes and self.channel.readyState == "open":
+            self._channel_drained.clear()
+            await self._channel_drained.wait()
         if self.channel.readyState != "open":
             raise ConnectionError("data channel closed")
         self.channel.send(text)
 
     async def _read_audio(self, track: Any) -> None:
-        """Opus frames from the browser, decoded by aiortc; resampled once to 16 kHz mono for the session."""
+        """Opus frames from the browser, decoded by aiortc; resampled once to PCM16 mono at ASR_RATE."""
         resampler = av.AudioResampler(format="s16", layout="mono", rate=ASR_RATE)
         while True:
             try:
@@ -286,8 +308,7 @@ class WebRTCCall:
                 return
             received = now_ns()
             for out in resampler.resample(frame):
-                samples = out.to_ndarray().reshape(-1).astype(np.float32) / 32768.0
-                self._inbox.put_nowait(("audio", samples, received))
+                self._inbox.put_nowait(("audio", pcm16_of(out), received))
 
     async def _inbound(self) -> None:
         """Events and audio in arrival order, one at a time, as the WebSocket endpoint's read loop does."""
@@ -295,24 +316,14 @@ class WebRTCCall:
             kind, payload, received = await self._inbox.get()
             try:
                 if kind == "audio":
-                    await self.session.handle_audio(payload, received)
+                    await self.session.handle_audio(payload, ASR_RATE, received)
                 else:
                     await dispatch_message(self.session, self.limiter, self.principal, payload, received)
-            except Exception as exc:  # a bug in one event must not kill the call: report it, carry on
-                log.exception("call %s: failed to handle %s", self.id, kind)
-                self.session.error(ProtocolError("server_error", f"internal error: {exc}", type="server_error"))
+            except Exception:  # a bug in one event must not kill the call: logged with an id, reported
+                self.session.error(internal_error(log, "call %s: failed to handle %s", self.id, kind))
 
-    def _spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.warning("call %s: %s", self.id, task.exception())
-            self.close_soon("transport error")
+    def _task_failed(self, exc: BaseException) -> None:
+        self.close_soon(f"transport error: {type(exc).__name__}")
 
     # --- teardown ------------------------------------------------------------------------------------
 
@@ -330,11 +341,7 @@ class WebRTCCall:
             await self.session.close()
             self.outbox.close()
             self.track.stop()
-            current = asyncio.current_task()
-            tasks = [t for t in self._tasks if t is not current]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._tasks.cancel_all()
             await self.pc.close()
         finally:
             self.limiter.close_session(self.principal.key_id)
@@ -343,16 +350,17 @@ class WebRTCCall:
             self.closed.set()
 
 
-async def open_call(principal: Principal, shared: Shared, limiter: KeyLimiter, offer_sdp: str, *,
-                    model: str | None = None,
-                    on_closed: Callable[[WebRTCCall], None] | None = None) -> WebRTCCall:
+async def open_call(principal: Principal, shared: Any, limiter: KeyLimiter, offer_sdp: str, *,
+                    model: str | None = None, on_closed: Callable[[WebRTCCall], None] | None = None,
+                    max_outbox_bytes: int = MAX_QUEUED_BYTES) -> WebRTCCall:
     """Admit a call (per-key session limit), answer its offer. Raises ProtocolError with an HTTP status."""
     refusal = limiter.open_session(principal.key_id)
     if refusal is not None:
-        err = ProtocolError(refusal.code, refusal.message, type="rate_limit_error")
+        err = ProtocolError(refusal.code, refusal.message, type=refusal.type)
         err.http_status = refusal.http_status  # type: ignore[attr-defined]
         raise err
-    call = WebRTCCall(new_id("rtc"), principal, shared, limiter, model=model, on_closed=on_closed)
+    call = WebRTCCall(new_id("rtc"), principal, shared, limiter, model=model, on_closed=on_closed,
+                      max_outbox_bytes=max_outbox_bytes)
     try:
         call.answer_sdp = await call.answer(offer_sdp)
     except BaseException:

@@ -15,6 +15,7 @@ class PiperTTS(TTSEngine):
     name = "piper"
 
     def __init__(self, model: Path, config: Path, cfg: dict[str, Any]) -> None:
+        super().__init__(workers=int(cfg.get("workers", 2)))
         self.model_path = model
         self.config_path = config
         self.cfg = cfg

@@ -142,7 +142,7 @@ async def test_voice_turn_over_webrtc(server, question_wav):
         await asyncio.sleep(0.1)
     assert server.calls == {}
     # nothing of it is left running: its tasks, its session's tasks, its track, its peer connection
-    assert call.closed.is_set() and not call._tasks and not call.session._tasks
+    assert call.closed.is_set() and not call._tasks and not len(call.session.tasks)
     assert call.track.readyState == "ended" and call.pc.connectionState == "closed"
 
 

@@ -1,9 +1,7 @@
-from app.gateway import ApiKeys, GatewayLimits, KeyLimiter, extract_key
+from multidict import CIMultiDict
 
-
-class H(dict):
-    def get(self, k, d=None):
-        return super().get(k, d)
+from app.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter, extract_key, select_subprotocol
+from app.gateway.admission import host_name
 
 
 def test_keys_are_checked_and_extracted_from_each_carrier(tmp_path):
@@ -11,10 +9,56 @@ def test_keys_are_checked_and_extracted_from_each_carrier(tmp_path):
     assert keys.authenticate("sk-a") is not None and keys.authenticate("sk-b") is None
     assert keys.authenticate(None) is None
     assert ApiKeys([], allow_anonymous=True).authenticate(None).dev
-    assert extract_key(H({"Authorization": "Bearer sk-a"}), "/v1/realtime") == ("sk-a", None)
+    assert extract_key(CIMultiDict({"authorization": "Bearer sk-a"}), {}) == "sk-a"
+    assert extract_key({"Authorization": "bearer   sk-a "}, {}) == "sk-a"
     proto = "openai-insecure-api-key.sk-a"
-    assert extract_key(H({"Sec-WebSocket-Protocol": f"realtime, {proto}"}), "/") == ("sk-a", proto)
-    assert extract_key(H(), "/v1/realtime?model=x&api_key=sk-a") == ("sk-a", None)
+    assert extract_key({"Sec-WebSocket-Protocol": f"realtime, {proto}"}, {}) == "sk-a"
+    assert extract_key({}, {"model": "x", "api_key": "sk-a"}) == "sk-a"
+    # order: header, then subprotocol, then query; other schemes and empty values carry nothing
+    assert extract_key({"Authorization": "Bearer sk-h", "Sec-WebSocket-Protocol": proto}, {"api_key": "q"}) == "sk-h"
+    assert extract_key({"Authorization": "Basic abc"}, {"api_key": "sk-q"}) == "sk-q"
+    assert extract_key({"Authorization": "Bearer ", "Sec-WebSocket-Protocol": "openai-insecure-api-key."}, {}) is None
+    # the subprotocol echoed: realtime when offered, else the key's one
+    assert select_subprotocol({"Sec-WebSocket-Protocol": f"{proto}, realtime"}) == "realtime"
+    assert select_subprotocol({"Sec-WebSocket-Protocol": proto}) == proto
+    assert select_subprotocol({"Sec-WebSocket-Protocol": "other"}) is None and select_subprotocol({}) is None
+
+
+def test_host_allow_list_defeats_dns_rebinding():
+    assert host_name("Example.COM:8250") == "example.com" and host_name("[::1]:8250") == "::1"
+    assert host_name("::1") == "::1" and host_name("name.") == "name" and host_name("") is None
+    adm = Admission(ApiKeys(["k"]), GatewayLimits(origins=("http://page.example",)), bind_host="myhost.lan")
+    for ok in ("127.0.0.1:8250", "localhost", "[::1]:8250", "myhost.lan:8250", "MYHOST.LAN", "192.0.2.7:80",
+               "[2001:db8::1]:8250", None):
+        assert adm.host_allowed(ok), ok
+    for bad in ("evil.example:8250", "localhost.evil.example", "127.0.0.1.nip.io", ""):
+        assert not adm.host_allowed(bad), bad
+    # bound to every address: no name is known; SUB250_HOSTS lists them (ports ignored), * allows any
+    wild = Admission(ApiKeys(["k"]), GatewayLimits(hosts=("voice.example.com:443",)), bind_host="0.0.0.0")
+    assert wild.host_allowed("voice.example.com") and not wild.host_allowed("0.0.0.0.evil") and \
+        not wild.host_allowed("other.example")
+    assert Admission(ApiKeys(["k"]), GatewayLimits(hosts=("*",)), bind_host="0.0.0.0").host_allowed("any.example")
+    # Origin: none (SDKs), listed, or same origin, the last only when the Host is one of ours
+    assert adm.origin_allowed(None, "evil.example")
+    assert adm.origin_allowed("http://page.example", "127.0.0.1:8250")
+    assert adm.origin_allowed("http://127.0.0.1:8250", "127.0.0.1:8250")
+    assert not adm.origin_allowed("http://127.0.0.1:9", "127.0.0.1:8250")
+    assert not adm.origin_allowed("http://evil.example:8250", "evil.example:8250")
+    assert adm.check_request({"Host": "evil.example:1", "Origin": "http://evil.example:1"}).code == "host_not_allowed"
+    assert adm.check_request({"Host": "127.0.0.1:1", "Origin": "http://evil.example:1"}).code == "origin_not_allowed"
+    assert adm.check_request({"Host": "127.0.0.1:1"}) is None
+
+
+def test_authentication_refusals():
+    keys = ApiKeys(["sk-a"])
+    adm = Admission(keys, GatewayLimits(), bind_host="127.0.0.1")
+    assert adm.authenticate({"Authorization": "Bearer sk-a"}, {}) == keys.authenticate("sk-a")
+    refused = adm.authenticate({}, {"api_key": "nope"})
+    assert (refused.code, refused.http_status) == ("invalid_api_key", 401)
+    secret, _ = keys.mint(keys.authenticate("sk-a"))
+    assert adm.authenticate({"Authorization": f"Bearer {secret}"}, {}) == keys.authenticate("sk-a")
+    refused = adm.authenticate({"Authorization": f"Bearer {secret}"}, {}, allow_client_secret=False)
+    assert (refused.code, refused.http_status) == ("client_secret_not_allowed", 403)
 
 
 def test_local_key_is_created_once_and_private(tmp_path):

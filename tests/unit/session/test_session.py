@@ -2,161 +2,12 @@
 endpointing, chunker, timeline and outbox semantics, with fake VAD/ASR/retriever/LLM/TTS engines."""
 
 import asyncio
-from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
-from app.errors import EngineError
-from app.llm.base import TokenDelta
-from app.profiles import load_profile
+from app.engine import ThreadedEngine
 from app.protocol import parse_client_event
-from app.protocol.events import encode_audio
-from app.rag.retriever import Retrieval
-from app.session.session import RealtimeSession, Shared
-from app.tts.base import AudioChunk
-
-
-class FakeVADSession:
-    """Energy-based stand-in for Silero's ONNX session (same inputs/outputs)."""
-
-    def run(self, _outputs, feeds):
-        x = feeds["input"][0, 64:]
-        p = 0.95 if np.abs(x).mean() > 0.05 else 0.02
-        return np.array([[p]], dtype=np.float32), feeds["state"]
-
-
-class FakeASR:
-    def __init__(self):
-        self.calls = []
-
-    def transcribe(self, audio, *, window=None):
-        self.calls.append(audio.size)
-        return SimpleNamespace(text="how often do I change the filter", audio_seconds=audio.size / 16000,
-                               compute_seconds=0.001)
-
-
-@dataclass
-class FakePassage:
-    title: str = "When to Replace the Filter"
-    content: str = "Replace it every nine months."
-
-    def as_source(self):
-        return {"id": 1, "source": "product.md", "title": self.title, "score": 0.9}
-
-
-class FakeRetriever:
-    cache = None
-
-    def __init__(self, fail=False):
-        self.fail = fail
-
-    async def retrieve(self, query, k=None, *, count=True):
-        if self.fail:
-            raise ConnectionError("database is down")
-        return Retrieval(passages=[FakePassage()], embed_ms=1.0, search_ms=1.0)
-
-
-@dataclass
-class FakeLLM:
-    words: list = field(default_factory=lambda: "Replace the filter every nine months. Thanks for asking!".split())
-    delay: float = 0.0
-    fail: bool = False
-    aborted: list = field(default_factory=list)
-    prompts: list = field(default_factory=list)
-
-    def tokenize(self, messages):
-        self.prompts.append(messages)
-        return [1, 2, 3]
-
-    def count_tokens(self, text):
-        return len(text.split())
-
-    async def stream(self, req):
-        finished = False
-        try:
-            for i, w in enumerate(self.words):
-                await asyncio.sleep(self.delay)
-                if self.fail and i == 2:
-                    raise EngineError("the vLLM engine died")
-                last = i == len(self.words) - 1
-                yield TokenDelta(("" if i == 0 else " ") + w, i + 1, finished=last,
-                                 spec_decoding={"num_draft_tokens": 8, "num_accepted_draft_tokens": 4,
-                                                "num_spec_tokens": 4} if last else None)
-            finished = True
-        finally:
-            if not finished:
-                await self.abort(req.request_id)
-
-    async def abort(self, request_id):
-        self.aborted.append(request_id)
-
-
-class FakeTTS:
-    sample_rate = 22050
-
-    def synthesize(self, text):
-        yield AudioChunk(pcm16=bytes(int(0.2 * self.sample_rate) * 2), sample_rate=self.sample_rate)
-
-
-class FakeTransport:
-    def __init__(self):
-        self.sent = []
-
-    def send(self, event, *, tag=None, on_sent=None):
-        self.sent.append(event)
-        if on_sent:
-            from app.metrics.timeline import now_ns
-
-            on_sent(now_ns())
-
-    def purge(self, tag):
-        return 0
-
-    async def measure_rtt(self):
-        return 1.5
-
-    def types(self):
-        return [e["type"] for e in self.sent]
-
-
-def make_session(llm=None, retriever=None, speculative=False):
-    from dataclasses import replace
-
-    from app.protocol import SessionConfig
-
-    stack = SimpleNamespace(profile=load_profile("cpu-tiny"), vad_session=FakeVADSession(), asr=FakeASR(),
-                            retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS())
-    transport = FakeTransport()
-    session = RealtimeSession(Shared(stack), transport,
-                              config=replace(SessionConfig(id="sess_test"), speculative_turns=speculative))
-    session.start()
-    return session, transport, stack
-
-
-def speech(seconds, amplitude=0.3):
-    rng = np.random.default_rng(0)
-    return (rng.uniform(-amplitude, amplitude, int(24000 * seconds)) * 32767).astype("<i2").tobytes()
-
-
-def silence(seconds):
-    return bytes(int(24000 * seconds) * 2)
-
-
-async def feed(session, pcm, frame_ms=20):
-    step = 24000 * frame_ms // 1000 * 2
-    for i in range(0, len(pcm), step):
-        ev = parse_client_event('{"type": "input_audio_buffer.append", "audio": "%s"}' % encode_audio(pcm[i:i + step]))
-        await session.handle(ev, __import__("time").perf_counter_ns())
-
-
-async def wait_for(transport, type_, n=1, timeout=5.0):
-    for _ in range(int(timeout / 0.01)):
-        if transport.types().count(type_) >= n:
-            return [e for e in transport.sent if e["type"] == type_]
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no {type_} in {transport.types()}")
+from tests.unit.session.fakes import FakeLLM, FakePassage, FakeRetriever, feed, make_session, silence, speech, wait_for
 
 
 async def test_spoken_turn_flows_through_every_stage():
@@ -183,8 +34,8 @@ async def test_spoken_turn_flows_through_every_stage():
     # the retrieved passage reached the prompt
     assert "nine months" in stack.llm.prompts[-1][-1]["content"]
     # history: user transcript, then the assistant's full reply
-    assert [h["role"] for h in session.history] == ["user", "assistant"]
-    assert session.history[-1]["text"] == "Replace the filter every nine months. Thanks for asking!"
+    assert [h.role for h in session.conversation] == ["user", "assistant"]
+    assert list(session.conversation)[-1].text == "Replace the filter every nine months. Thanks for asking!"
     assert "error" not in types, [e for e in t.sent if e["type"] == "error"]
 
 
@@ -199,9 +50,9 @@ async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():
     assert done["response"]["status_details"]["reason"] == "turn_detected"
     assert llm.aborted, "the engine request must be aborted"
     sent = "".join(e["delta"] for e in t.sent if e["type"] == "response.output_audio_transcript.delta")
-    assistant = [h for h in session.history if h["role"] == "assistant"][0]
-    assert assistant["text"] == sent and len(sent.split()) < 200
-    assert session.counters["cancelled"] == 1
+    assistant = [h for h in session.conversation if h.role == "assistant"][0]
+    assert assistant.text == sent and len(sent.split()) < 200
+    assert session.stats.cancelled == 1
 
 
 async def test_dead_retriever_gives_an_error_and_the_reply_still_comes():
@@ -267,8 +118,8 @@ async def test_speculative_reply_is_adopted_at_the_commit_and_ready_at_once():
     assert sp["retrieval"] is None and lat["beside"]["retrieval_ahead"] is not None
     assert sp["asr_finalize"] == 0 and sp["prompt"] == 0
     assert sp["ttft"] < 100  # released at the commit
-    assert session.counters["speculative_started"] == 1 and session.counters["speculative_adopted"] == 1
-    assert session.counters["speculative_discarded"] == 0
+    assert session.stats.speculative_started == 1 and session.stats.speculative_adopted == 1
+    assert session.stats.speculative_discarded == 0
     # nothing was sent before the commit
     types = t.types()
     assert types.index("input_audio_buffer.committed") < types.index("response.created")
@@ -279,14 +130,14 @@ async def test_a_pause_mid_sentence_throws_the_speculation_away_and_nothing_reac
     llm = FakeLLM(delay=0.05)  # still generating when the caller goes on
     session, t, stack = make_session(llm=llm, speculative=True)
     await feed(session, speech(0.6) + silence(0.2))  # a breath: long enough to speculate, too short to commit
-    assert session.counters["speculative_started"] == 1
+    assert session.stats.speculative_started == 1
     await asyncio.sleep(0.05)
     before = t.types()
     assert "response.created" not in before and "conversation.item.input_audio_transcription.completed" not in before
     await feed(session, speech(0.5) + silence(0.8))  # the caller goes on, then really stops
     done = (await wait_for(t, "response.done"))[0]
     assert done["response"]["status"] == "completed"
-    c = session.counters
+    c = session.stats.as_dict()
     assert (c["speculative_started"], c["speculative_adopted"], c["speculative_discarded"]) == (2, 1, 1)
     assert llm.aborted, "the thrown-away engine request is aborted"
     types = t.types()
@@ -317,7 +168,7 @@ async def test_counters_on_a_scripted_sequence():
     await wait_for(t, "response.done")
     await feed(session, speech(0.6) + silence(0.8))
     await wait_for(t, "response.done", 2)
-    c = session.counters
+    c = session.stats.as_dict()
     assert (c["speculative_started"], c["speculative_adopted"], c["speculative_discarded"]) == (5, 2, 3)
 
 
@@ -327,7 +178,7 @@ async def test_retrieval_ahead_on_stable_partials_is_reused_at_the_commit():
     from app.rag.query_cache import QueryCache
     from app.rag.retriever import Retriever
 
-    class Embedder:
+    class Embedder(ThreadedEngine):
         def embed_one(self, text):
             return np.array([1.0, 0.0], dtype=np.float32)
 

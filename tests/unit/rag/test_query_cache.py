@@ -5,6 +5,7 @@ import asyncio
 import numpy as np
 import pytest
 
+from app.engine import ThreadedEngine
 from app.rag.query_cache import QueryCache, normalize
 from app.rag.retriever import Retriever
 
@@ -48,8 +49,9 @@ def test_no_threshold_means_exact_only_and_entries_expire_and_are_bounded():
     assert cache.exact("g h i") is None and len(cache) == 0
 
 
-class FakeEmbedder:
+class FakeEmbedder(ThreadedEngine):
     def __init__(self):
+        super().__init__()
         self.calls = 0
 
     def embed_one(self, text):

@@ -7,7 +7,7 @@ import pytest
 from app.bench.replay import read_jsonl
 from app.bench.stats import format_table, summarize
 
-FIXTURE = Path(__file__).resolve().parents[1] / "data" / "replay_fixture.jsonl"
+FIXTURE = Path(__file__).resolve().parents[2] / "data" / "replay_fixture.jsonl"
 
 
 @pytest.fixture

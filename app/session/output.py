@@ -1,0 +1,99 @@
+"""The session's view of its transport, and a reply's way out through it.
+
+:class:`Transport` is what a transport (WebSocket, WebRTC) gives the session: server events and reply audio
+(PCM, never an encoding: the transport decides how audio travels), purge by tag (barge-in), and the round
+trip to the client. :class:`ReplyOutput` tags a reply's events and audio with its id, holds them while the
+reply is speculative (nothing reaches the client before the commit), releases them in order when it is
+adopted, and drops them once it is discarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+OnSent = Callable[[int], None]
+
+
+class Transport(Protocol):
+    def send(self, event: dict[str, Any], *, tag: str | None = None, on_sent: OnSent | None = None) -> None:
+        """Queue an event for the client; ``on_sent(ns)`` runs once it is written to the socket."""
+
+    def send_audio(self, pcm16: bytes | memoryview, *, response_id: str, item_id: str,
+                   on_sent: OnSent | None = None) -> None:
+        """Queue reply audio (PCM16 mono at :data:`~app.audio.rates.OUTPUT_RATE`), tagged ``response_id``;
+        ``on_sent(ns)`` runs when it leaves (on a media track: when its first frame does)."""
+
+    def audio_done(self, response_id: str) -> None:
+        """No more audio will come for ``response_id``."""
+
+    def purge(self, tag: str) -> int:
+        """Drop queued, unsent events and audio carrying ``tag``; return how many."""
+
+    async def measure_rtt(self) -> float | None:
+        """Round trip to the client in ms, or None when it cannot be measured."""
+
+
+class ReplyOutput:
+    def __init__(self, transport: Transport, response_id: str, item_id: str, *, held: bool = False) -> None:
+        self.transport = transport
+        self.response_id, self.item_id = response_id, item_id
+        #: While held: what the reply sent, in order (an event, or PCM for ``send_audio``).
+        self._held: list[tuple[dict[str, Any] | bytes | memoryview, OnSent | None, bool]] | None = [] if held else None
+        self._dropped = False
+        self._stopped = False  # cancelled: only lifecycle events (keep=True) still go out
+
+    @property
+    def held(self) -> bool:
+        return self._held is not None
+
+    def send(self, event: dict[str, Any], on_sent: OnSent | None = None, *, keep: bool = False) -> None:
+        """``keep``: a lifecycle event (``response.created``, the transcript, ``response.done``…) that a
+        barge-in must not purge."""
+        if self._dropped or (self._stopped and not keep):
+            return
+        if self._held is not None:
+            self._held.append((event, on_sent, keep))
+            return
+        self.transport.send(event, tag=None if keep else self.response_id, on_sent=on_sent)
+
+    def send_audio(self, pcm16: bytes | memoryview, on_sent: OnSent | None = None) -> None:
+        if self._dropped or self._stopped:
+            return
+        if self._held is not None:
+            self._held.append((pcm16, on_sent, False))
+            return
+        self.transport.send_audio(pcm16, response_id=self.response_id, item_id=self.item_id, on_sent=on_sent)
+
+    def audio_done(self) -> None:
+        if not self._dropped:
+            self.transport.audio_done(self.response_id)
+
+    def release(self) -> int:
+        """Send everything held, in the order it was produced; from now on, send at once. Returns the count."""
+        held, self._held = self._held or [], None
+        for what, on_sent, keep in held:
+            if isinstance(what, dict):
+                self.send(what, on_sent, keep=keep)
+            else:
+                self.send_audio(what, on_sent)
+        return len(held)
+
+    def stop(self) -> int:
+        """The reply is cancelled: drop what is queued and not yet sent, and whatever its stages still produce
+        while they wind down; lifecycle events (``keep``) still go out. Returns how many were dropped."""
+        self._stopped = True
+        return self.purge()
+
+    def purge(self) -> int:
+        """Drop what is queued and not yet sent (held, or in the transport); lifecycle events stay."""
+        if self._held is not None:
+            kept = [entry for entry in self._held if entry[2]]
+            dropped, self._held = len(self._held) - len(kept), kept
+            return dropped
+        return self.transport.purge(self.response_id)
+
+    def discard(self) -> None:
+        """The reply is thrown away before it was ever released: nothing of it will reach the client."""
+        self._dropped = True
+        self._held = []

@@ -1,0 +1,323 @@
+"""One reply: an explicit state machine over the reply's stages, writing to its :class:`ReplyOutput`.
+
+States (``ReplyState``): a reply starts ``HELD`` (prepared at the caller's first pause, nothing sent) or
+``LIVE``. A held reply is ``adopt``-ed at the commit (it becomes live, its held events go out in order) or
+``discard``-ed when the caller goes on speaking. A live reply ends ``DONE``, ``CANCELLED`` (barge-in, the
+client, the connection) or ``FAILED``. Whatever happens to its task — even a cancel before it ever ran — the
+reply reaches exactly one end state and sends exactly one ``response.done``, so the session's response slot
+(``active``) is never left taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from app.audio.rates import OUTPUT_RATE
+from app.llm.base import LLMRequest
+from app.protocol import server_events as ev
+from app.protocol.events import ProtocolError, new_id
+from app.protocol.session_config import SessionConfig
+from app.session import stages
+from app.session.conversation import Conversation, Item
+from app.session.output import ReplyOutput
+from app.session.stats import SessionStats
+from app.session.tuning import PipelineTuning
+from app.session.turn import UserTurn
+
+log = logging.getLogger(__name__)
+
+
+class ReplyState(enum.Enum):
+    HELD = "held"
+    LIVE = "live"
+    DONE = "done"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    DISCARDED = "discarded"
+
+
+ACTIVE = (ReplyState.HELD, ReplyState.LIVE)
+#: The wire's ``response.status`` of each end state.
+STATUS = {ReplyState.DONE: "completed", ReplyState.CANCELLED: "cancelled", ReplyState.FAILED: "failed"}
+
+
+@dataclass(frozen=True)
+class ReplyOptions:
+    """What this reply does, resolved from the session's configuration and a ``response.create``'s overrides."""
+
+    instructions: str
+    modalities: tuple[str, ...]
+    max_tokens: int
+
+    @property
+    def audio(self) -> bool:
+        return "audio" in self.modalities
+
+    @classmethod
+    def resolve(cls, config: SessionConfig, overrides: Any = None) -> "ReplyOptions":
+        """The session's settings with a ``response.create``'s overrides (already validated) applied."""
+        return cls(instructions=(overrides and overrides.instructions) or config.instructions,
+                   modalities=(overrides and overrides.output_modalities) or config.output_modalities,
+                   max_tokens=(overrides and overrides.max_output_tokens) or config.max_output_tokens)
+
+
+class Reply:
+    def __init__(self, turn: UserTurn, options: ReplyOptions, *, stack: Any, tuning: PipelineTuning,
+                 conversation: Conversation, output: ReplyOutput, stats: SessionStats, conversation_id: str,
+                 audio: np.ndarray | None = None, started_ns: int = 0) -> None:
+        """``audio``: the caller's speech still to transcribe (None: ``turn.transcript`` is the question).
+        ``output`` held: the reply is speculative until :meth:`adopt`."""
+        self.id, self.item_id = output.response_id, output.item_id
+        self.turn, self.options, self.stack, self.tuning = turn, options, stack, tuning
+        self.conversation, self.output, self.stats = conversation, output, stats
+        self.conversation_id = conversation_id
+        self.audio = audio
+        self.started_ns = started_ns
+        self.state = ReplyState.HELD if output.held else ReplyState.LIVE
+        self.cancel_reason = "client_cancelled"
+        self.engine_request_id = f"{self.id}-{new_id('req')[-6:]}"
+        self.task: asyncio.Task | None = None
+        #: Generated text; what of it was written to the client; reply audio handed to / sent by the transport.
+        self.text = ""
+        self.text_sent = ""
+        self.audio_queued_ms = 0.0
+        self.audio_sent_ms = 0.0
+        self._text_queued = False
+        self._item_added = False  # the reply's output item was announced (a reply to silence has none)
+        self._speaker: stages.Speaker | None = None
+        #: The reply's item in the conversation once finished: audio leaving later still counts for truncation.
+        self._item: Item | None = None
+        #: Set when the stages end: (status, error). The reply is finished once that is told to the client.
+        self._ended: tuple[str, BaseException | None] | None = None
+        self._finished = False
+        self._final_reported = False
+
+    # --- lifecycle (the session calls these) ---------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    def start(self, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
+        self._say(ev.response_created(ev.response_object(
+            self.id, self.conversation_id, "in_progress", output_modalities=list(self.options.modalities))))
+        self.task = spawn(self._run())
+        self.task.add_done_callback(self._task_done)
+
+    def cancel(self, reason: str) -> None:
+        """Stop a live reply now: unsent audio and text are dropped, the engine request is aborted."""
+        if self.state is not ReplyState.LIVE:
+            return
+        self.state = ReplyState.CANCELLED
+        self.cancel_reason = reason
+        dropped = self.output.stop()
+        log.debug("cancel %s (%s): %d queued events dropped", self.id, reason, dropped)
+        if self.task is not None:
+            self.task.cancel()
+
+    def discard(self) -> None:
+        """The caller went on speaking: throw the held reply away; nothing of it was ever sent."""
+        if self.state is not ReplyState.HELD:
+            return
+        self.state = ReplyState.DISCARDED
+        self.output.discard()
+        self.stats.speculation_discarded()
+        if self.task is not None:
+            self.task.cancel()
+
+    def adopt(self, commit_ns: int) -> None:
+        """The turn is committed as it was at the pause: the held reply becomes the reply, released at once."""
+        if self.state is not ReplyState.HELD:
+            return
+        self.state = ReplyState.LIVE
+        self.turn.timeline.rebase_to_commit(commit_ns, self.started_ns)
+        self.stats.speculation_adopted()
+        if self.turn.transcript is not None:
+            self.conversation.set_transcript(self.turn.item_id, self.turn.transcript)
+        self.output.release()
+        if self._ended is not None:
+            self._finish()  # it was ready before the commit
+
+    # --- the stages ----------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        status, error = "completed", None
+        try:
+            question = await self._question()
+            if question:
+                await self._answer(question)
+        except asyncio.CancelledError:
+            status = "cancelled"
+        except Exception as exc:
+            status, error = "failed", exc
+        finally:
+            if self._speaker is not None:
+                self._speaker.stop()  # a cancelled or failed reply speaks no more
+            if status == "cancelled" and self.turn.timeline.has("llm_submit"):
+                try:
+                    await self.stack.llm.abort(self.engine_request_id)
+                except Exception:
+                    log.warning("reply %s: aborting engine request %s failed", self.id, self.engine_request_id,
+                                exc_info=True)
+            self._end(status, error)
+
+    async def _question(self) -> str:
+        """The caller's words: transcribed now (a spoken turn) or already known (text)."""
+        turn = self.turn
+        if self.audio is None:
+            return turn.transcript or ""
+        text = await stages.transcribe(self.stack.asr, self.audio, turn.timeline)
+        turn.transcript = text
+        # Held: the conversation gets it when the commit adopts the reply; the events go out in the same order.
+        item = self.conversation.set_transcript(turn.item_id, text) if self.state is ReplyState.LIVE else \
+            Item(turn.item_id, "user", "input_audio", text)
+        if item is not None:
+            for event in ev.transcript_done(item.to_wire(), text, turn.audio_end_ms / 1000):
+                self._say(event)
+        return text.strip()
+
+    async def _answer(self, question: str) -> None:
+        turn, tl, opts = self.turn, self.turn.timeline, self.options
+        found = await stages.retrieve(self.stack.retriever, question, turn)
+        if found.failed:
+            self._say(ev.error(ProtocolError(
+                "retrieval_unavailable", "the knowledge base is unavailable; answering without it",
+                type="server_error")))
+        self.output.send(ev.sources(self.id, turn.item_id, [p.as_source() for p in found.passages]))
+        messages, ids = stages.build_prompt(self.stack.llm, self.tuning, opts.instructions, question, found.passages,
+                                            self.conversation.for_prompt(exclude=turn.item_id), tl)
+        part = "output_audio" if opts.audio else "output_text"
+        item = ev.message_item(self.item_id, "assistant", "in_progress", [])
+        self._item_added = True
+        self.output.send(ev.output_item_added(self.id, item))
+        self.output.send(ev.item_added(item, self.conversation.last_id))
+        self.output.send(ev.content_part_added(self.id, self.item_id, ev.content_part(part, "")))
+        self._speaker = speaker = stages.Speaker(self.stack.tts, tl, self._send_audio,
+                                                 first_clause=self.tuning.first_clause) if opts.audio else None
+        request = LLMRequest(self.engine_request_id, messages, max_tokens=opts.max_tokens, prompt_token_ids=ids or None)
+        async for delta in stages.generate(self.stack.llm, request, tl):
+            self.text += delta.text
+            self._text_queued = True
+            self.output.send(ev.text_delta(self.id, self.item_id, delta.text, audio=opts.audio),
+                             on_sent=self._text_sent(delta.text))
+            if speaker is not None:
+                speaker.put(delta.text)
+        if speaker is not None:
+            await speaker.finish()
+
+    # --- what reached the client ---------------------------------------------------------------------
+
+    def _text_sent(self, text: str) -> Callable[[int], None]:
+        def sent(ns: int) -> None:
+            self.turn.timeline.mark("first_token_sent", ns)
+            self.text_sent += text
+            self._report_final_if_ready()
+
+        return sent
+
+    def _send_audio(self, pcm: memoryview) -> None:
+        ms = len(pcm) / 2 / OUTPUT_RATE * 1000
+        self.audio_queued_ms += ms
+
+        def sent(ns: int) -> None:
+            tl = self.turn.timeline
+            first = not tl.has("first_audio_sent")
+            tl.mark("first_audio_sent", ns)
+            self.audio_sent_ms += ms
+            if self._item is not None:
+                self._item.audio_ms = self.audio_sent_ms
+            if first and not self._report_final_if_ready():
+                # the first report, as soon as the caller can hear something
+                self._say(ev.turn_latency(self.id, tl.report(final=False)))
+
+        self.output.send_audio(pcm, on_sent=sent)
+
+    # --- the end -------------------------------------------------------------------------------------
+
+    def _say(self, event: dict[str, Any]) -> None:
+        """A lifecycle event: never purged by a barge-in (held like the rest while the reply is speculative)."""
+        self.output.send(event, keep=True)
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        """However the task ended — even cancelled before it ever ran — the reply ends."""
+        if self._ended is None:
+            error = None if task.cancelled() else task.exception()
+            self._end("cancelled" if error is None else "failed", error)
+
+    def _end(self, status: str, error: BaseException | None) -> None:
+        if self._ended is not None:
+            return
+        self._ended = (status, error)
+        if self.state is ReplyState.LIVE or self.state is ReplyState.CANCELLED:
+            self._finish()
+        # HELD: finished when adopted; DISCARDED: nothing is ever said of it
+
+    def _finish(self) -> None:
+        if self._finished or self._ended is None:
+            return
+        self._finished = True
+        status, error = self._ended
+        if self.state is ReplyState.CANCELLED:
+            status = "cancelled"
+        self.state = {"completed": ReplyState.DONE, "cancelled": ReplyState.CANCELLED}.get(status, ReplyState.FAILED)
+        tl = self.turn.timeline
+        tl.mark("response_done")
+        tl.outcome = STATUS[self.state]
+        if status == "cancelled":
+            self.stats.cancelled += 1
+        completed = self.state is ReplyState.DONE
+        # The conversation keeps what the caller actually got: everything on completion, what was sent otherwise.
+        kept = self.text if completed else self.text_sent
+        part = "output_audio" if self.options.audio else "output_text"
+        item = Item(self.item_id, "assistant", part, kept, status="completed" if completed else "incomplete",
+                    audio_ms=self.audio_sent_ms)
+        in_history = self._item_added and (bool(kept) or completed)
+        if in_history:
+            self.conversation.add(item)
+            self._item = item
+        wire_item = item.to_wire()
+        if completed and self._item_added and (self.text or self.options.audio):
+            for event in ev.content_done(self.id, self.item_id, self.text, audio=self.options.audio):
+                self._say(event)
+            self._say(ev.content_part_done(self.id, self.item_id, ev.content_part(part, self.text)))
+            self._say(ev.output_item_done(self.id, wire_item))
+            self._say(ev.item_done(wire_item))
+        details: dict[str, Any] | None = None
+        if self.state is ReplyState.CANCELLED:
+            details = {"type": "cancelled", "reason": self.cancel_reason}
+        elif self.state is ReplyState.FAILED:
+            error_id = new_id("err")
+            log.error("reply %s failed (error id %s)", self.id, error_id, exc_info=error)
+            message = f"the response failed (error id {error_id})"
+            self.stats.errors += 1
+            self._say(ev.error(ProtocolError("response_failed", message, type="server_error")))
+            details = {"type": "failed", "error": {"type": "server_error", "code": "response_failed",
+                                                   "message": message}}
+        self._say(ev.response_done(ev.response_object(
+            self.id, self.conversation_id, STATUS[self.state], status_details=details,
+            output=[wire_item] if in_history else [], output_tokens=tl.tokens)))
+        if self.options.audio:
+            self.output.audio_done()
+        self._report_final_if_ready()
+
+    def _report_final_if_ready(self) -> bool:
+        """Send the final latency report once the reply is finished and, when it completed, once what it queued
+        first has reached the client (a media track plays audio in real time, so generation can end first)."""
+        tl = self.turn.timeline
+        if not self._finished or self._final_reported or not tl.has("llm_submit"):
+            return False
+        if self.state is ReplyState.DONE and (
+                (self._text_queued and not tl.has("first_token_sent"))
+                or (self.audio_queued_ms and not tl.has("first_audio_sent"))):
+            return False
+        self._final_reported = True
+        self._say(ev.turn_latency(self.id, tl.report(final=True)))
+        self.stats.turn_reported(tl)
+        return True

@@ -1,0 +1,38 @@
+"""A session's counters, mirrored into the process-wide Prometheus metrics (an observer of the session's
+events: the parts report what happened, this decides where it is counted)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from app.metrics import prometheus
+from app.metrics.timeline import TurnTimeline
+
+
+@dataclass
+class SessionStats:
+    turns: int = 0
+    cancelled: int = 0
+    errors: int = 0
+    speculative_started: int = 0
+    speculative_adopted: int = 0
+    speculative_discarded: int = 0
+
+    def speculation_started(self) -> None:
+        self.speculative_started += 1
+        prometheus.SPECULATIVE.labels(outcome="started").inc()
+
+    def speculation_adopted(self) -> None:
+        self.speculative_adopted += 1
+        prometheus.SPECULATIVE.labels(outcome="adopted").inc()
+
+    def speculation_discarded(self) -> None:
+        self.speculative_discarded += 1
+        prometheus.SPECULATIVE.labels(outcome="discarded").inc()
+
+    def turn_reported(self, timeline: TurnTimeline) -> None:
+        """A turn's final latency report went out."""
+        prometheus.observe(timeline)
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)

@@ -1,0 +1,28 @@
+"""The caller's side of one turn: its conversation item, its audio span and its latency timeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from app.metrics.timeline import TurnTimeline
+
+
+@dataclass
+class UserTurn:
+    item_id: str
+    timeline: TurnTimeline
+    #: Absolute index of the turn's first input window (prefix padding included).
+    first_window: int = 0
+    audio_start_ms: int = 0
+    audio_end_ms: int = 0
+    #: The final transcript once known (a text turn has it from the start).
+    transcript: str | None = None
+    #: Partial transcripts so far, and how long the retrieval run ahead on a stable one took (ms).
+    partials: list[str] = field(default_factory=list)
+    prefetch_ms: float | None = None
+
+    @classmethod
+    def new(cls, item_id: str, *, first_window: int = 0, audio_start_ms: int = 0,
+            transcript: str | None = None) -> "UserTurn":
+        return cls(item_id=item_id, timeline=TurnTimeline(turn_id=item_id), first_window=first_window,
+                   audio_start_ms=audio_start_ms, transcript=transcript)

@@ -1,0 +1,129 @@
+"""Speculation: the reply held at the caller's first pause, adopted at the commit or thrown away."""
+
+import asyncio
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+from app.metrics.timeline import now_ns
+from app.protocol.session_config import SessionConfig
+from app.session.conversation import Conversation, Item
+from app.session.output import ReplyOutput
+from app.session.reply import Reply, ReplyOptions, ReplyState
+from app.session.speculation import Speculation
+from app.session.stats import SessionStats
+from app.tasks import TaskSet
+from app.session.tuning import PipelineTuning
+from app.session.turn import UserTurn
+from tests.unit.session.fakes import FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport
+
+
+@pytest.mark.parametrize(("override", "speculate_after_ms", "enabled"), [
+    (None, 64, True),     # the profile's tuning decides
+    (None, 0, False),
+    (True, 0, True),      # the session's setting beats the profile
+    (False, 64, False),
+])
+def test_enabled_the_session_setting_beats_the_profile(override, speculate_after_ms, enabled):
+    config = replace(SessionConfig(id="sess_1"), speculative_turns=override)
+    assert Speculation.enabled(config, PipelineTuning(speculate_after_ms=speculate_after_ms)) is enabled
+
+
+class Held:
+    """Held replies on turns of one conversation, over one recording transport."""
+
+    def __init__(self):
+        self.t = RecordingTransport()
+        self.conversation = Conversation()
+        self.stats = SessionStats()
+        self.tasks = TaskSet()
+        self.stack = SimpleNamespace(asr=FakeASR(), retriever=FakeRetriever(), llm=FakeLLM(abort_on_close=False),
+                                     tts=FakeTTS())
+
+    def reply(self, turn: UserTurn, rid: str) -> Reply:
+        self.conversation.add(Item(turn.item_id, "user", "input_text", turn.transcript))
+        reply = Reply(turn, ReplyOptions("Be brief.", ("text",), 32), stack=self.stack, tuning=PipelineTuning(),
+                      conversation=self.conversation, output=ReplyOutput(self.t, rid, f"item_{rid}", held=True),
+                      stats=self.stats, conversation_id="sess_1", started_ns=now_ns())
+        reply.start(self.tasks.spawn)
+        return reply
+
+
+def turn(name: str) -> UserTurn:
+    t = UserTurn.new(name, transcript="how often do I change the filter")
+    t.timeline.mark("turn_commit")
+    return t
+
+
+async def ended(*replies: Reply) -> None:
+    await asyncio.wait([r.task for r in replies])
+    await asyncio.sleep(0)
+
+
+async def test_commit_adopts_the_held_reply_of_the_same_turn():
+    h, spec = Held(), Speculation()
+    first = turn("item_1")
+    reply = h.reply(first, "resp_1")
+    spec.hold(reply)
+    await ended(reply)
+    assert h.t.calls == []
+    assert spec.commit(first, now_ns()) is True
+    assert spec.held is None
+    assert reply.state is ReplyState.DONE
+    assert h.t.of("response.done")[0]["response"]["id"] == "resp_1"
+    assert h.stats.speculative_adopted == 1 and h.stats.speculative_discarded == 0
+    assert first.timeline.speculative is True
+
+
+async def test_commit_of_another_turn_discards_the_held_reply():
+    h, spec = Held(), Speculation()
+    reply = h.reply(turn("item_1"), "resp_1")
+    spec.hold(reply)
+    assert spec.commit(turn("item_2"), now_ns()) is False
+    assert spec.held is None
+    assert reply.state is ReplyState.DISCARDED
+    await ended(reply)
+    assert h.t.calls == [], "the discarded reply never reached the client"
+    assert h.stats.speculative_discarded == 1 and h.stats.speculative_adopted == 0
+
+
+async def test_commit_with_nothing_held_or_a_reply_no_longer_held():
+    h, spec = Held(), Speculation()
+    assert spec.commit(turn("item_1"), now_ns()) is False
+    t = turn("item_2")
+    reply = h.reply(t, "resp_2")
+    reply.discard()
+    spec.hold(reply)
+    assert spec.commit(t, now_ns()) is False
+    assert spec.held is None and reply.state is ReplyState.DISCARDED
+    await ended(reply)
+    assert h.t.calls == [] and h.stats.speculative_adopted == 0
+
+
+async def test_speech_resumed_discards_the_held_reply():
+    h, spec = Held(), Speculation()
+    t = turn("item_1")
+    reply = h.reply(t, "resp_1")
+    spec.hold(reply)
+    spec.speech_resumed()
+    assert spec.held is None and reply.state is ReplyState.DISCARDED
+    await ended(reply)
+    assert h.t.calls == [] and h.stats.speculative_discarded == 1
+    assert spec.commit(t, now_ns()) is False, "nothing is left to adopt"
+    spec.speech_resumed()  # nothing held: nothing happens
+    assert h.stats.speculative_discarded == 1
+
+
+async def test_a_new_hold_after_a_discard_is_adopted():
+    h, spec = Held(), Speculation()
+    t = turn("item_1")
+    first = h.reply(t, "resp_1")
+    spec.hold(first)
+    spec.speech_resumed()
+    second = h.reply(t, "resp_2")
+    spec.hold(second)
+    await ended(first, second)
+    assert spec.commit(t, now_ns()) is True
+    assert [e["response"]["id"] for e in h.t.of("response.done")] == ["resp_2"]
+    assert all(c[2] in (None, "resp_2") for c in h.t.calls if c[0] == "event")

@@ -1,0 +1,92 @@
+"""The WebRTC call as the session's transport: reply audio goes raw onto the track (tagged, finished by
+audio_done), events onto the data channel's outbox, and caller audio reaches the session as PCM16 at
+ASR_RATE (the new handle_audio signature)."""
+
+import asyncio
+import fractions
+
+import av
+import numpy as np
+from aiortc.mediastreams import MediaStreamError
+
+from app.audio.rates import ASR_RATE, OUTPUT_RATE
+from app.gateway import GatewayLimits, KeyLimiter, Principal
+from app.protocol import server_event
+from app.transport.webrtc import WebRTCCall, pcm16_of
+
+
+class MicTrack:
+    """48 kHz stereo frames of 20 ms (what aiortc's Opus decoder yields), then the end of the track."""
+
+    def __init__(self, frames: int) -> None:
+        self.left, self.pts = frames, 0
+
+    async def recv(self) -> av.AudioFrame:
+        if not self.left:
+            raise MediaStreamError
+        self.left -= 1
+        samples = (np.sin(np.arange(960) / 10) * 8000).astype("<i2")
+        frame = av.AudioFrame.from_ndarray(np.repeat(samples, 2).reshape(1, -1), format="s16", layout="stereo")
+        frame.sample_rate, frame.pts, frame.time_base = 48000, self.pts, fractions.Fraction(1, 48000)
+        self.pts += 960
+        return frame
+
+
+async def test_reply_audio_goes_raw_onto_the_track_and_events_onto_the_channel(sessions):
+    call = WebRTCCall("rtc_test", Principal("k"), object(), KeyLimiter(GatewayLimits()))
+    try:
+        session = sessions[0]
+        assert session.transport is call
+        sent = []
+        pcm = (np.arange(OUTPUT_RATE // 50) % 100 + 1).astype("<i2").tobytes()  # 20 ms, never zero
+        call.send_audio(pcm, response_id="resp_1", item_id="item_1", on_sent=sent.append)
+        call.send_audio(memoryview(pcm), response_id="resp_1", item_id="item_1")
+        call.audio_done("resp_1")
+        call.send(server_event("response.done", response={"id": "resp_1"}))
+        assert len(call.outbox) == 1  # nothing but the event went to the data channel
+        frames = [await call.track.recv() for _ in range(3)]
+        assert frames[0].to_ndarray().reshape(-1).tobytes() == pcm and sent and sent[0] > 0
+        assert (frames[2].to_ndarray() == 0).all()  # then silence
+        assert [e for e in _queued_types(call) if e.startswith("output_audio_buffer")] == [
+            "output_audio_buffer.started", "output_audio_buffer.stopped"]
+        # a reply that queued no audio reports nothing, and audio_done leaves no state behind
+        call.audio_done("resp_silent")
+        await call.track.recv()
+        assert "resp_silent" not in call.track._finished
+        # barge-in: the queued audio of a reply is purged and the client told
+        call.send_audio(pcm * 10, response_id="resp_2", item_id="item_2")
+        assert call.purge("resp_2") == 1
+        assert _queued_types(call)[-1] == "output_audio_buffer.cleared"
+    finally:
+        await call.close()
+
+
+async def test_caller_audio_reaches_the_session_as_pcm16_at_the_asr_rate(sessions):
+    call = WebRTCCall("rtc_test", Principal("k"), object(), KeyLimiter(GatewayLimits()))
+    inbound = asyncio.ensure_future(call._inbound())
+    try:
+        await call._read_audio(MicTrack(frames=50))  # one second
+        for _ in range(200):
+            if call._inbox.empty():
+                break
+            await asyncio.sleep(0.01)
+        audio = sessions[0].audio
+        assert audio and all(isinstance(pcm, bytes) and rate == ASR_RATE and ns > 0 for pcm, rate, ns in audio)
+        total = sum(len(pcm) for pcm, _, _ in audio) // 2
+        assert abs(total - ASR_RATE) < ASR_RATE // 20  # about one second at 16 kHz (the resampler holds a little)
+        level = np.abs(np.frombuffer(b"".join(p for p, _, _ in audio), dtype="<i2")).max()
+        assert 4000 < level < 12000  # mono, not halved nor doubled
+    finally:
+        inbound.cancel()
+        await call.close()
+
+
+def test_pcm16_of_a_resampled_frame():
+    frame = av.AudioFrame.from_ndarray(np.array([[1, -2, 3]], dtype="<i2"), format="s16", layout="mono")
+    assert pcm16_of(frame) == np.array([1, -2, 3], dtype="<i2").tobytes()
+
+
+def _queued_types(call) -> list[str]:
+    import json
+
+    return [json.loads(item.text)["type"] for item in call.outbox._q]
