@@ -48,12 +48,19 @@ class Conversation:
         """The id of the newest item (the ``previous_item_id`` of the next one)."""
         return next(reversed(self._items), None)
 
-    def add(self, item: Item) -> str | None:
-        """Append ``item``; return the id of the item before it. Re-adding an id moves it to the end."""
+    def add(self, item: Item, *, after: str | None = None) -> str | None:
+        """Append ``item`` (or place it right after the item ``after``, when that is still here); return the id
+        of the item before it. Re-adding an id moves it."""
         self._items.pop(item.id, None)
-        previous = self.last_id
-        self._items[item.id] = item
-        return previous
+        if after is None or after not in self._items or after == self.last_id:
+            previous = self.last_id
+            self._items[item.id] = item
+            return previous
+        items = list(self._items.items())
+        at = next(i for i, (key, _) in enumerate(items) if key == after) + 1
+        items.insert(at, (item.id, item))
+        self._items = dict(items)
+        return after
 
     def set_transcript(self, item_id: str, text: str) -> Item | None:
         item = self._items.get(item_id)

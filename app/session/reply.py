@@ -279,8 +279,8 @@ class Reply:
         item = Item(self.item_id, "assistant", part, kept, status="completed" if completed else "incomplete",
                     audio_ms=self.audio_sent_ms)
         in_history = self._item_added and (bool(kept) or completed)
-        if in_history:
-            self.conversation.add(item)
+        if in_history:  # it answers the caller's item, even if the caller spoke again meanwhile
+            self.conversation.add(item, after=self.turn.item_id)
             self._item = item
         wire_item = item.to_wire()
         if completed and self._item_added and (self.text or self.options.audio):

@@ -22,7 +22,6 @@ sends no complete request within :data:`IDLE_TIMEOUT_S` is dropped.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,7 +30,8 @@ from aiohttp import web
 
 from app.gateway import Admission, GatewayLimits, KeyLimiter, Principal, Refusal, select_subprotocol
 from app.gateway.auth import TOKEN_TTL_S
-from app.protocol import ProtocolError, new_id
+from app.protocol import ProtocolError, load_json, new_id
+from app.protocol.fields import MAX_NAME_CHARS
 from app.transport.websocket import REALTIME_PATH, WebSocketTransport, serve_realtime, websocket_response
 
 log = logging.getLogger(__name__)
@@ -166,6 +166,14 @@ def _admit(request: web.Request, *, allow_client_secret: bool = True) -> Princip
     return verdict
 
 
+def _model(request: web.Request) -> str | None:
+    """``?model=`` (URL-decoded by aiohttp), bounded like every name of the protocol."""
+    model = request.query.get("model") or None
+    if model is not None and len(model) > MAX_NAME_CHARS:
+        raise _Refused(error_response(400, "invalid_value", f"'model' is at most {MAX_NAME_CHARS} characters"))
+    return model
+
+
 # --- the realtime WebSocket ----------------------------------------------------------------------------
 
 
@@ -175,10 +183,10 @@ async def _realtime(request: web.Request) -> web.StreamResponse:
     if not ws.can_prepare(request).ok:
         return error_response(426, "websocket_required", f"{REALTIME_PATH} is a WebSocket endpoint",
                               headers={"Upgrade": "websocket"})
-    principal = _admit(request)
+    principal, model = _admit(request), _model(request)
     await ws.prepare(request)
     sockets = request.app[SOCKETS]
-    await serve_realtime(ws, principal, backend.shared, backend.limiter, model=request.query.get("model"),
+    await serve_realtime(ws, principal, backend.shared, backend.limiter, model=model,
                          max_outbox_bytes=backend.limits.max_outbox_bytes,
                          on_open=sockets.add, on_closed=sockets.discard)
     return ws
@@ -222,12 +230,11 @@ async def _client_secrets(request: web.Request) -> web.Response:
     ttl = TOKEN_TTL_S
     if request.can_read_body:
         example = 'expected JSON like {"expires_after": {"seconds": 600}}'
+        raw = await request.read()
         try:
-            body = json.loads((await request.read()).decode("utf-8") or "{}")
-        except UnicodeDecodeError:
-            return error_response(400, "invalid_body", f"the body is not UTF-8; {example}")
-        except json.JSONDecodeError as exc:
-            return error_response(400, "invalid_body", f"{example}: {exc}")
+            body = load_json(raw) if raw.strip() else {}  # the protocol's bounded decoder: depth, numbers, UTF-8
+        except ProtocolError as err:
+            return error_response(400, "invalid_body", f"{err.message}; {example}")
         expires = body.get("expires_after") if isinstance(body, dict) else None
         if not isinstance(body, dict) or not isinstance(expires, (dict, type(None))):
             return error_response(400, "invalid_body", example)
@@ -245,7 +252,7 @@ async def _client_secrets(request: web.Request) -> web.Response:
 async def _create_call(request: web.Request) -> web.Response:
     from app.transport.webrtc import open_call  # aiortc loads only when a call comes
 
-    principal = _admit(request)
+    principal, model = _admit(request), _model(request)
     if request.content_type != "application/sdp":
         return error_response(415, "unsupported_media_type",
                               f"send the SDP offer as the body with 'Content-Type: application/sdp' "
@@ -259,7 +266,7 @@ async def _create_call(request: web.Request) -> web.Response:
     backend = request.app[BACKEND]
     calls = backend.calls
     try:
-        call = await open_call(principal, backend.shared, backend.limiter, offer, model=request.query.get("model"),
+        call = await open_call(principal, backend.shared, backend.limiter, offer, model=model,
                                on_closed=lambda c: calls.pop(c.id, None),
                                max_outbox_bytes=backend.limits.max_outbox_bytes)
     except ProtocolError as err:

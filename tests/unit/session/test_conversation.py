@@ -111,3 +111,13 @@ def test_item_to_wire_text_part_has_text():
     out = Item("r", "assistant", "output_text", "an answer").to_wire()
     assert out["role"] == "assistant" and out["content"] == [{"type": "output_text", "text": "an answer"}]
     assert "transcript" not in out["content"][0]
+
+
+def test_add_after_places_an_item_right_after_its_anchor():
+    c = Conversation()
+    for i in ("u1", "u2"):
+        c.add(Item(i, "user", "input_text", i))
+    assert c.add(Item("a1", "assistant", "output_text", "reply"), after="u1") == "u1"
+    assert [i.id for i in c] == ["u1", "a1", "u2"]
+    assert c.add(Item("a2", "assistant", "output_text", "x"), after="gone") == "u2"  # anchor missing: at the end
+    assert [i.id for i in c] == ["u1", "a1", "u2", "a2"]

@@ -221,3 +221,25 @@ async def test_shutdown_closes_open_connections(make_server):
         await asyncio.wait_for(srv.close(), 10)
         await asyncio.wait_for(ws.wait_closed(), 5)
         assert ws.close_code == 1001
+
+
+async def test_model_names_are_url_decoded_and_bounded(make_server, sessions):
+    srv = await make_server()
+    async with connect(f"ws://127.0.0.1:{srv.port}/v1/realtime?xmodel=no&model=my%20model",
+                       additional_headers=AUTH) as ws:
+        created = json.loads(await asyncio.wait_for(ws.recv(), 5))
+    assert created["session"]["model"] == "my model"
+    with pytest.raises(InvalidStatus) as err:
+        async with connect(f"ws://127.0.0.1:{srv.port}/v1/realtime?model={'m' * 65}", additional_headers=AUTH):
+            pass
+    assert err.value.response.status_code == 400
+    assert json.loads(err.value.response.body)["error"]["code"] == "invalid_value"
+
+
+async def test_a_bad_client_secrets_body_is_answered_in_our_own_words(make_server):
+    srv = await make_server()
+    for body in (b'{"expires_after": {"seconds": 60}', b'{"expires_after": {"seconds": ' + b"9" * 5000 + b"}}"):
+        head, answer = await post(srv.port, "/v1/realtime/client_secrets", body, AUTH)
+        assert head.startswith(b"HTTP/1.1 400"), head
+        assert answer["error"]["code"] == "invalid_body"
+        assert "line 1" not in answer["error"]["message"] and "Exceeds" not in answer["error"]["message"]
