@@ -111,6 +111,38 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 # --- serve -------------------------------------------------------------------------------------------
 
+#: ``serve``'s exit status when the LLM engine died: a supervisor (systemd ``Restart=on-failure``, Docker
+#: ``restart: unless-stopped``) starts sub250 again.
+EXIT_ENGINE_FAILED = 3
+#: After the engine died: how long in-flight replies get to end (failed) and reach their clients, while
+#: ``/healthz`` says ``failed``, before every connection is closed with :data:`FAILURE_CLOSE_CODE`.
+FAILURE_DRAIN_S = 2.0
+#: WebSocket close code then: 1012 "service restart" (RFC 6455 registry) - come back in a moment.
+FAILURE_CLOSE_CODE = 1012
+
+
+async def _until_stopped_or_failed(stop: asyncio.Event, llm: "object") -> bool:
+    """Wait for Ctrl-C / SIGTERM (False) or for the LLM engine's death (True)."""
+    waits = {asyncio.ensure_future(stop.wait()): False, asyncio.ensure_future(llm.failed.wait()): True}
+    done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return any(waits[task] for task in done)
+
+
+async def _drain_after_failure(server: "object", stack: "object", stop: asyncio.Event) -> None:
+    """The LLM engine died: refuse newcomers, let replies in flight end, close every connection (1012)."""
+    failure = stack.llm.failure
+    server.fail("the LLM engine died")
+    print(f"the LLM engine died: {getattr(failure, 'problem', failure)}; "
+          "exiting for the supervisor to restart sub250", file=sys.stderr, flush=True)
+    try:
+        await asyncio.wait_for(stop.wait(), FAILURE_DRAIN_S)  # a SIGTERM meanwhile cuts the drain short
+    except asyncio.TimeoutError:
+        pass  # the drain ran its full time
+    await server.close_connections(FAILURE_CLOSE_CODE, "service restart: the LLM engine died")
+
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.rag.kb import SAMPLE_KB
@@ -132,6 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        code = 0
         try:
             t0 = time.perf_counter()
             await stack.start(progress=lambda s: print(f"  loading {s}…", flush=True))
@@ -143,12 +176,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
                   f"realtime API: ws://{settings.host}:{server.port}/v1/realtime; Ctrl-C stops)", flush=True)
             print(f"demo page (open in Chrome or Firefox, allow the microphone): {_page_url(settings, server.port, args)}",
                   flush=True)
-            await stop.wait()
+            if await _until_stopped_or_failed(stop, stack.llm):
+                await _drain_after_failure(server, stack, stop)
+                code = EXIT_ENGINE_FAILED
         finally:
             print("stopping…", flush=True)
             await server.close()
-            await stack.close()
-        return 0
+            try:
+                await stack.close()
+            except Sub250Error as exc:
+                if code == 0:
+                    raise
+                print(f"sub250: while stopping: {exc}", file=sys.stderr, flush=True)  # exit with the engine's code
+        return code
 
     return asyncio.run(run())
 

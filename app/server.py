@@ -25,7 +25,8 @@ class Server:
         self.admission = Admission(self.keys, self.limits, bind_host=host)
         self.stack: Any = None
         self.shared: Any = None
-        self.state = "starting"
+        self.state = "starting"  # -> "ready" (attach) -> "failed" (fail: an engine died for good)
+        self.failure: str | None = None
         self.calls: dict[str, Any] = {}  # open WebRTC calls by id
         self.ice_hosts = ice_hosts
         self._runner: Any = None
@@ -40,6 +41,8 @@ class Server:
 
     def health(self) -> dict[str, Any]:
         body: dict[str, Any] = {"status": self.state}
+        if self.failure is not None:
+            body["reason"] = self.failure
         if self.stack is not None and self.ready:
             body["profile"] = self.stack.profile.name
             body["webrtc_calls"] = len(self.calls)
@@ -50,6 +53,18 @@ class Server:
         self.stack = stack
         self.shared = stack
         self.state = "ready"
+
+    def fail(self, reason: str) -> None:
+        """An engine died for good: from now on ``/healthz`` answers 503 ``{"status": "failed", "reason"}``
+        and new sessions and calls are refused (503 ``not_ready``); ``serve`` drains and exits."""
+        self.state, self.failure = "failed", reason
+
+    async def close_connections(self, code: int, reason: str) -> None:
+        """Close every open realtime connection with ``code`` and hang up every WebRTC call; wait until done."""
+        from app.transport.http import close_connections
+
+        if self._runner is not None:
+            await close_connections(self._runner.app, code, reason)
 
     async def listen(self) -> None:
         from aiohttp import web

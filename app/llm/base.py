@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import abc
+import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,26 @@ class LLMEngine(abc.ABC):
     """A streaming text generator shared by all sessions (the engine batches concurrent requests)."""
 
     name: str = "llm"
+    #: Why the engine is dead for good (``None`` while it works); set once, by :meth:`mark_failed`.
+    failure: BaseException | None = None
+    _failed: asyncio.Event | None = None
+
+    @property
+    def failed(self) -> asyncio.Event:
+        """Set once the engine has found itself dead for good: it can serve no request any more (an in-process
+        engine whose core process died). The server then turns ``failed`` and exits for its supervisor to
+        restart it (``app/cli.py``). A remote backend never sets it: its own server is restarted apart."""
+        if self._failed is None:
+            self._failed = asyncio.Event()
+        return self._failed
+
+    def mark_failed(self, reason: BaseException) -> None:
+        """The engine is dead: record why and set :attr:`failed` (once; later calls change nothing)."""
+        if self.failure is not None:
+            return
+        self.failure = reason
+        log.error("the %s engine is dead: %s", self.name, reason)
+        self.failed.set()
 
     @abc.abstractmethod
     async def start(self) -> None:

@@ -2,6 +2,11 @@
 
 Speculative decoding (n-gram by default), prefix caching and continuous batching come from vLLM;
 this adapter streams deltas, aborts on request, and reports per-request acceptance counters.
+
+A dead engine core (the child process killed, crashed, out of memory) cannot be brought back in-process: the
+adapter marks itself failed (``LLMEngine.failed``) when a request finds the engine dead (vLLM's public
+``AsyncLLM.errored``, ``EngineDeadError``) and, between requests, a watchdog task that reads ``errored`` every
+:data:`WATCHDOG_INTERVAL_S` does; ``sub250 serve`` then exits for its supervisor to restart it.
 """
 
 from __future__ import annotations
@@ -20,6 +25,9 @@ from app.llm.base import LLMEngine, LLMRequest, TokenDelta
 
 log = logging.getLogger(__name__)
 
+#: How often the watchdog checks that the engine core is alive (a death between turns is noticed this fast).
+WATCHDOG_INTERVAL_S = 1.0
+
 
 class VLLMLocalEngine(LLMEngine):
     name = "vllm"
@@ -36,6 +44,7 @@ class VLLMLocalEngine(LLMEngine):
         if getattr(settings, "llm_enforce_eager", ""):
             self.enforce_eager = settings.llm_enforce_eager.lower() in ("1", "true", "yes")
         self.kv_cache_gib = int(getattr(settings, "llm_kv_cache_gib", 0) or cfg.get("kv_cache_gib", 2))
+        self._watchdog: asyncio.Task[None] | None = None
 
     def engine_args(self) -> Any:
         from vllm.engine.arg_utils import AsyncEngineArgs
@@ -101,7 +110,16 @@ class VLLMLocalEngine(LLMEngine):
         warm = LLMRequest("warmup", [{"role": "user", "content": "Hello."}], max_tokens=4)
         async for _ in self.stream(warm):
             pass
+        self._watchdog = asyncio.create_task(self._watch(), name="vllm-watchdog")
         self.load_seconds = time.perf_counter() - t0
+
+    async def _watch(self) -> None:
+        """Notice a dead engine core between requests (a request in flight notices at once, in :meth:`stream`)."""
+        while self._engine is not None and self.failure is None:
+            if self._engine.errored:
+                self.mark_failed(EngineError("vLLM's engine core process is gone (noticed between requests)"))
+                return
+            await asyncio.sleep(WATCHDOG_INTERVAL_S)
 
     def tokenize(self, messages: list[dict[str, str]]) -> list[int]:
         # Render the template to text, then encode without adding special tokens a second time
@@ -149,8 +167,16 @@ class VLLMLocalEngine(LLMEngine):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if self._engine.errored:
-                raise EngineError(f"the vLLM engine died: {exc}", "restart the server; see its log") from exc
+            from vllm.v1.engine.exceptions import EngineDeadError
+
+            engine = self._engine
+            if engine is None:  # closed by close() meanwhile: a shutdown, not a death
+                raise EngineError("the LLM engine was closed during the request") from exc
+            if isinstance(exc, EngineDeadError) or engine.errored:
+                self.mark_failed(EngineError(f"vLLM's engine core process is gone ({type(exc).__name__} during "
+                                             f"request {request.request_id})"))
+                raise EngineError(f"the vLLM engine died: {type(exc).__name__}: {exc}",
+                                  "restart the server; see its log") from exc
             raise EngineError(f"vLLM request failed: {type(exc).__name__}: {exc}") from exc
         finally:
             if not finished:
@@ -161,6 +187,12 @@ class VLLMLocalEngine(LLMEngine):
             await self._engine.abort(request_id)
 
     async def close(self) -> None:
+        if self._watchdog is not None:
+            watchdog, self._watchdog = self._watchdog, None
+            watchdog.cancel()
+            (outcome,) = await asyncio.gather(watchdog, return_exceptions=True)
+            if isinstance(outcome, Exception):
+                log.error("the vLLM watchdog had failed", exc_info=outcome)
         if self._engine is not None:
             engine, self._engine = self._engine, None
             await asyncio.to_thread(engine.shutdown)

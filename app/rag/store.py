@@ -1,12 +1,40 @@
-"""The pgvector store: nearest passages by cosine distance (HNSW), with light metadata filters."""
+"""The pgvector store: nearest passages by cosine distance (HNSW), with light metadata filters.
+
+PostgreSQL going away and coming back (stopped, restarted, a failover) needs no restart of the app: asyncpg's
+pool replaces a connection it knows is closed at the next ``acquire``. A read that meets a connection lost
+under it (the server went down between acquire and query) expires the pool's connections
+(``Pool.expire_connections``) and is tried once more on a fresh one - no sleeps, no loops. Every read is
+bounded as a whole (acquire, connect, query): a search gives up after :data:`SEARCH_TIMEOUT_S`, so a dead or
+hung server costs a turn its context, never its reply. The pool is made from one DSN: the embedded server's
+(a unix socket in its data directory) or ``DATABASE_URL``'s stays the same across a database restart; a
+database moved to another address needs sub250 restarted.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+import asyncpg
 import numpy as np
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: A search (acquire, maybe connect, query, maybe the one retry) gives up after this long: the reply goes on
+#: without context (``retrieval_unavailable``) instead of waiting on TCP's timeouts. A search takes ~1-5 ms.
+SEARCH_TIMEOUT_S = 2.0
+#: The same bound for the other reads (ingest, ``serve``'s start).
+READ_TIMEOUT_S = 30.0
+#: A connection that died under a query: the server stopped, restarted or dropped it. Worth one more try on a
+#: fresh connection (an unreachable server - ``OSError`` on connect - or a timeout is not: it fails at once).
+LOST_CONNECTION = (asyncpg.PostgresConnectionError, asyncpg.exceptions.AdminShutdownError,
+                   asyncpg.exceptions.CrashShutdownError, asyncpg.exceptions.CannotConnectNowError)
 
 
 @dataclass(frozen=True)
@@ -23,8 +51,30 @@ class RetrievedPassage:
 
 
 class VectorStore:
-    def __init__(self, pool: Any) -> None:
+    def __init__(self, pool: Any, *, search_timeout_s: float = SEARCH_TIMEOUT_S) -> None:
         self.pool = pool
+        self.search_timeout_s = search_timeout_s
+
+    async def _read(self, query: Callable[[Any, float], Awaitable[T]], timeout: float) -> T:
+        """``await query(connection, seconds left)`` within ``timeout`` in all; once more on a fresh connection
+        if the first one was lost under it."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        try:
+            return await self._attempt(query, deadline)
+        except LOST_CONNECTION as exc:
+            log.warning("PostgreSQL connection lost (%s: %s); retrying once on a fresh connection",
+                        type(exc).__name__, exc)
+            return await self._attempt(query, deadline)
+
+    async def _attempt(self, query: Callable[[Any, float], Awaitable[T]], deadline: float) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            async with self.pool.acquire(timeout=max(deadline - loop.time(), 0.001)) as conn:
+                return await query(conn, max(deadline - loop.time(), 0.001))
+        except (asyncio.TimeoutError, *LOST_CONNECTION):
+            # The pool's other connections may be dead or half-open too: the next acquire makes fresh ones.
+            await self.pool.expire_connections()
+            raise
 
     async def search(self, embedding: np.ndarray, k: int = 3, *, source: str | None = None) -> list[RetrievedPassage]:
         sql = (
@@ -34,17 +84,16 @@ class VectorStore:
             + " ORDER BY c.embedding <=> $1 LIMIT $2"
         )
         args: list[Any] = [embedding, k] + ([source] if source else [])
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch(sql, *args)
+        rows = await self._read(lambda conn, left: conn.fetch(sql, *args, timeout=left), self.search_timeout_s)
         return [RetrievedPassage(r["id"], r["source"], r["title"], r["content"], float(r["distance"])) for r in rows]
 
     async def count(self) -> int:
-        async with self.pool.acquire() as conn:
-            return int(await conn.fetchval("SELECT count(*) FROM chunks"))
+        return int(await self._read(lambda conn, left: conn.fetchval("SELECT count(*) FROM chunks", timeout=left),
+                                    READ_TIMEOUT_S))
 
     async def document_state(self) -> dict[str, tuple[str, str]]:
-        async with self.pool.acquire() as conn:
-            rows = await conn.fetch("SELECT source, sha256, embedding_model FROM documents")
+        rows = await self._read(lambda conn, left: conn.fetch("SELECT source, sha256, embedding_model FROM documents",
+                                                              timeout=left), READ_TIMEOUT_S)
         return {r["source"]: (r["sha256"], r["embedding_model"]) for r in rows}
 
     async def replace_document(self, source: str, title: str, sha256: str, model: str,

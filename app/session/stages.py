@@ -116,6 +116,10 @@ class Speaker:
         self._task = asyncio.ensure_future(self._work())
 
     def put(self, text: str) -> None:
+        """Queue the text to speak; raises at once if synthesis already failed (the reply fails now, not after
+        the whole generation)."""
+        if self._task.done() and not self._task.cancelled() and (exc := self._task.exception()) is not None:
+            raise exc
         for chunk in self.chunker.push(text):
             self._queue.put_nowait(chunk)
 
@@ -128,6 +132,11 @@ class Speaker:
 
     def stop(self) -> None:
         self._task.cancel()
+
+    @property
+    def done(self) -> bool:
+        """The worker has ended: everything was handed on, it was stopped, or synthesis failed."""
+        return self._task.done()
 
     def _synthesize(self, text: str | None) -> tuple[bytes, int]:
         """(PCM16 at the wire's rate, when the synthesis finished) - on the TTS engine's thread. ``None``: the

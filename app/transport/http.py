@@ -83,10 +83,14 @@ def refusal_response(refusal: Refusal) -> web.Response:
     return error_response(refusal.http_status, refusal.code, refusal.message, refusal.type)
 
 
-def not_ready_response() -> web.Response:
-    """The one "not ready" answer (engines still loading)."""
-    return error_response(503, "not_ready", "the server is still loading its engines; retry in a few seconds",
-                          "server_error", headers={"Retry-After": str(RETRY_AFTER_S)})
+def not_ready_response(health: dict[str, Any] | None = None) -> web.Response:
+    """The one "not ready" answer: engines still loading, or (``health["status"] == "failed"``) one of them died
+    and the server is going down for its supervisor to restart it."""
+    if health is not None and health.get("status") == "failed":
+        message = f"the server is restarting ({health.get('reason', 'an engine failed')}); retry in a few seconds"
+    else:
+        message = "the server is still loading its engines; retry in a few seconds"
+    return error_response(503, "not_ready", message, "server_error", headers={"Retry-After": str(RETRY_AFTER_S)})
 
 
 def runner_options() -> dict[str, Any]:
@@ -159,7 +163,7 @@ def _admit(request: web.Request, *, allow_client_secret: bool = True) -> Princip
     no valid key. The same for the WebSocket handshake and the HTTP endpoints."""
     backend = request.app[BACKEND]
     if not backend.ready:
-        raise _Refused(not_ready_response())
+        raise _Refused(not_ready_response(backend.health()))
     verdict = backend.admission.authenticate(request.headers, request.query, allow_client_secret=allow_client_secret)
     if isinstance(verdict, Refusal):
         raise _Refused(refusal_response(verdict))
@@ -192,16 +196,22 @@ async def _realtime(request: web.Request) -> web.StreamResponse:
     return ws
 
 
-async def _close_everything(app: web.Application) -> None:
-    """Shutdown: open realtime connections are closed (1001), then open WebRTC calls."""
-    for transport in list(app[SOCKETS]):
-        transport.close_soon(1001, "server shutting down")
+async def close_connections(app: web.Application, code: int, reason: str) -> None:
+    """Close every open realtime connection with ``code`` and hang up every WebRTC call; wait until done."""
+    sockets = list(app[SOCKETS])
+    for transport in sockets:
+        transport.close_soon(code, reason)
     calls = list(app[BACKEND].calls.values())
-    results = await asyncio.gather(*(t.closed() for t in list(app[SOCKETS])),
-                                   *(call.close("server shutting down") for call in calls), return_exceptions=True)
+    results = await asyncio.gather(*(t.closed() for t in sockets), *(call.close(reason) for call in calls),
+                                   return_exceptions=True)
     for result in results:
         if isinstance(result, BaseException):
-            log.warning("shutdown: a connection did not close cleanly: %r", result)
+            log.warning("a connection did not close cleanly: %r", result)
+
+
+async def _close_everything(app: web.Application) -> None:
+    """Shutdown: open realtime connections are closed (1001), then open WebRTC calls."""
+    await close_connections(app, 1001, "server shutting down")
 
 
 # --- plain HTTP ----------------------------------------------------------------------------------------

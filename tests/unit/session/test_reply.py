@@ -231,6 +231,90 @@ async def test_a_failing_engine_fails_the_reply_with_a_generic_error(caplog):
     assert r.t.types().index("error") < r.t.types().index("response.done")
 
 
+SECRET = "injected failure /secret/path 0xdeadbeef"
+
+
+class RaisingASR(FakeASR):
+    """Raises on its first ``fails`` transcriptions, then transcribes as FakeASR does."""
+
+    def __init__(self, fails=1):
+        super().__init__()
+        self.fails = fails
+
+    def transcribe(self, audio, *, window=None):
+        if self.fails:
+            self.fails -= 1
+            raise RuntimeError(f"ASR: {SECRET}")
+        return super().transcribe(audio, window=window)
+
+
+class RaisingTTS(FakeTTS):
+    def __init__(self, fails=1):
+        super().__init__()
+        self.fails = fails
+        self.texts = []
+
+    def synthesize(self, text):
+        self.texts.append(text)
+        if self.fails:
+            self.fails -= 1
+            raise RuntimeError(f"TTS: {SECRET}")
+        yield from super().synthesize(text)
+
+
+def assert_failed_cleanly(r):
+    """One generic ``response_failed`` error, then one failed ``response.done``; nothing of the exception."""
+    assert r.reply.state is ReplyState.FAILED and not r.reply.active, "the response slot is free again"
+    errors = r.t.of("error")
+    assert [e["error"]["code"] for e in errors] == ["response_failed"]
+    assert "error id err_" in errors[0]["error"]["message"]
+    wire = json.dumps(r.t.events)
+    assert SECRET not in wire and "RuntimeError" not in wire, "no exception text reaches the client"
+    done = done_events(r.t)
+    assert len(done) == 1 and done[0]["response"]["status"] == "failed"
+    assert done[0]["response"]["status_details"]["error"]["code"] == "response_failed"
+    assert r.t.types().index("error") < r.t.types().index("response.done")
+    assert r.stats.errors == 1
+
+
+async def test_an_asr_exception_fails_the_spoken_turn_cleanly_and_the_next_turn_completes():
+    asr, llm = RaisingASR(), FakeLLM(abort_on_close=False)
+    r = build(audio=spoken(), asr=asr, llm=llm)
+    await ended(r.reply)
+    assert_failed_cleanly(r)
+    assert llm.requests == [], "nothing was asked of the LLM"
+    assert r.t.of("conversation.item.input_audio_transcription.completed") == []
+    assert r.conversation.get("item_reply") is None
+    # the same engines answer the next turn
+    again = build(audio=spoken(), asr=asr, llm=llm)
+    await ended(again.reply)
+    assert again.reply.state is ReplyState.DONE and again.t.of("error") == []
+    assert "".join(e["delta"] for e in again.t.of("response.output_text.delta")) == ANSWER
+
+
+async def test_an_asr_exception_in_a_held_reply_fails_it_at_the_commit():
+    r = build(held=True, audio=spoken(), asr=RaisingASR())
+    await ended(r.reply)
+    assert r.t.calls == [], "a held reply says nothing, even its failure, before the commit"
+    r.reply.adopt(now_ns())
+    assert_failed_cleanly(r)
+
+
+async def test_a_tts_exception_fails_the_spoken_reply_cleanly_and_the_next_turn_completes():
+    tts, llm = RaisingTTS(), FakeLLM(abort_on_close=False)
+    r = build(modalities=AUDIO, tts=tts, llm=llm)
+    await ended(r.reply)
+    assert_failed_cleanly(r)
+    assert not [c for c in r.t.calls if c[0] == "audio"], "the failed synthesis gave no audio"
+    assert r.t.calls.count(("audio_done", "resp_1")) == 1, "the client is told the audio ended"
+    item = r.conversation.get("item_reply")
+    assert item.status == "incomplete"
+    again = build(modalities=AUDIO, tts=tts, llm=llm)
+    await ended(again.reply)
+    assert again.reply.state is ReplyState.DONE and again.t.of("error") == []
+    assert [c for c in again.t.calls if c[0] == "audio"]
+
+
 # --- held (speculative) ----------------------------------------------------------------------------
 
 

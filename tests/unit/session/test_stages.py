@@ -220,3 +220,19 @@ async def test_speaker_stop_emits_nothing_more():
     await tts.run(lambda: None)  # the synthesis in flight has ended (one TTS thread)
     await asyncio.sleep(0.01)
     assert pieces == []
+
+
+async def test_a_failed_synthesis_stops_the_generation_at_the_next_text():
+    class BrokenTTS(ToneTTS):
+        def synthesize(self, text):
+            raise RuntimeError("piper broke")
+
+    speaker = Speaker(BrokenTTS(), TurnTimeline("t"), lambda pcm: None, first_clause=True)
+    speaker.put("Replace the filter every nine months, ")
+    for _ in range(200):
+        if speaker.done:
+            break
+        await asyncio.sleep(0.01)
+    with pytest.raises(RuntimeError, match="piper broke"):
+        speaker.put("and thanks.")
+    speaker.stop()
