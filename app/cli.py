@@ -51,12 +51,12 @@ def cmd_models_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_models_list(args: argparse.Namespace) -> int:
-    from app.profiles import available_profiles, load_profile
+    from app.profiles import STAGES, available_profiles, load_profile
 
     for name in available_profiles():
         p = load_profile(name)
         print(f"{name}: {p.description}")
-        for stage in ("vad", "asr", "embedder", "llm", "tts"):
+        for stage in STAGES:
             cfg = p.stage(stage)
             print(f"    {stage:<9} {cfg.get('backend', '') + ' ' if stage == 'llm' else ''}{cfg.get('source', cfg.get('base_url', ''))}")
     return 0

