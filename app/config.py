@@ -55,7 +55,7 @@ class Settings:
     hosts: str = ""
     #: Gateway limits (see app/gateway/limits.py).
     max_sessions_per_key: int = 8
-    messages_per_s: float = 200.0
+    messages_per_s: float = 500.0
     max_event_bytes: int = 1 << 20
     max_audio_rate: float = 16.0
     #: WebRTC: the addresses the server offers as ICE host candidates, comma-separated. Empty: every

@@ -6,7 +6,7 @@
         [--max-event-bytes 1048576] [--out reports/fuzz.json]
 
 Against a running server (loopback only), each connection sends a seeded mix of frames, paced so that all
-connections together send ``--rate`` frames per second (keep it under the key's message rate, 200/s by
+connections together send ``--rate`` frames per second (keep it under the key's message rate, 500/s by
 default): invalid JSON, non-objects, deep nesting (50-5000 levels, inside ``session`` too), 5000-digit
 integers, ``NaN``/``Infinity``, the wrong type for every field of every client event, unknown and missing
 types, bad event ids, binary frames, events over ``max_event_bytes``, valid events whose state makes them
@@ -1061,9 +1061,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(invalid UTF-8: 1007, over max_frame_bytes: 1009)")
     p.add_argument("--max-event-bytes", type=int, default=1 << 20, help="the server's SUB250_MAX_EVENT_BYTES")
     p.add_argument("--max-frame-bytes", type=int, default=16 << 20, help="the server's max_frame_bytes")
-    p.add_argument("--key-rate", type=float, default=200.0,
+    p.add_argument("--key-rate", type=float, default=500.0,
                    help="the key's messages per second (SUB250_MESSAGES_PER_S)")
-    p.add_argument("--key-burst", type=float, default=400.0, help="the key's message burst")
+    p.add_argument("--key-burst", type=float, default=1000.0, help="the key's message burst")
     p.add_argument("--answer-timeout", type=float, default=10.0, help="seconds an answer may take")
     p.add_argument("--probe-timeout", type=float, default=120.0, help="seconds a probe turn may take")
     p.add_argument("--time-limit", type=float, default=0.0,

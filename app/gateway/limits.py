@@ -12,9 +12,10 @@ from dataclasses import dataclass
 class GatewayLimits:
     #: Open sessions per API key.
     max_sessions_per_key: int = 8
-    #: Sustained client messages per second per key, and the burst allowed above it.
-    messages_per_s: float = 200.0
-    burst: int = 400
+    #: Sustained client messages per second per key, and the burst allowed above it. A caller streaming 20 ms
+    #: frames sends 50 a second, so the default lets every session a key may open (8) stream at once.
+    messages_per_s: float = 500.0
+    burst: int = 1000
     #: Largest client event accepted (bytes of JSON). 1 s of 24 kHz PCM16 in base64 is ~64 KiB.
     max_event_bytes: int = 1 << 20
     #: Hard cap: frames above this are refused by the WebSocket layer itself (connection closes, 1009).

@@ -1,11 +1,17 @@
-"""Prometheus export of turn timelines: a histogram per span, a counter of over-budget turns by stage.
+"""Prometheus export of turn timelines: a histogram per span, a counter of over-budget turns by stage; and
+the process's own gauges (sessions open, asyncio tasks, what slow clients cost).
 
-An observer: the session hands it finished timelines; nothing else in the pipeline knows of it.
+An observer: the session hands it finished timelines, the transports count sessions and slow clients;
+nothing else in the pipeline knows of it. Everything is in prometheus_client's default registry, which
+also holds its ``ProcessCollector`` (``process_resident_memory_bytes``, ``process_open_fds``, CPU seconds…):
+``/metrics`` serves them all.
 """
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+import asyncio
+
+from prometheus_client import Counter, Gauge, Histogram
 
 from app.metrics.timeline import BESIDE, SPANS, TurnTimeline
 
@@ -24,6 +30,38 @@ PREFIX_CACHE = Counter("sub250_prefix_cache_tokens_total",
                        "Prompt tokens sent to the LLM (kind=prompt) and those its prefix cache held (kind=cached); "
                        "hit rate = cached / prompt", ["kind"])
 SPEC_TOKENS = Counter("sub250_spec_decode_tokens_total", "Speculative decoding draft tokens", ["kind"])
+
+# --- the process ---------------------------------------------------------------------------------------
+
+SESSIONS_OPEN = Gauge("sub250_sessions_open", "Realtime sessions open now, by transport (websocket connections, "
+                      "webrtc calls); the sum is every open session", ["transport"])
+for _transport in ("websocket", "webrtc"):
+    SESSIONS_OPEN.labels(transport=_transport)  # both series exist (at 0) from the start
+ASYNCIO_TASKS = Gauge("sub250_asyncio_tasks", "asyncio tasks alive on the event loop that serves /metrics, counted "
+                      "at scrape time (NaN when scraped outside an event loop)")
+OUTBOX_DROPPED_AUDIO = Counter("sub250_outbox_dropped_audio_total",
+                               "Reply audio deltas dropped from a connection's outbox because its client did not "
+                               "read fast enough (over the outbox limit; barge-in purges are not counted)")
+SLOW_CLIENT_CLOSES = Counter("sub250_slow_client_closes_total",
+                             "Connections the server closed because the client did not keep up: reason=outbox_full "
+                             "(unsent events over the outbox limit with no audio left to drop; close 1008 'client is "
+                             "not reading'), ping_timeout (no PONG to a keepalive ping: a client that stopped reading, "
+                             "or a dead peer; close 1011)", ["reason"])
+for _reason in ("outbox_full", "ping_timeout"):
+    SLOW_CLIENT_CLOSES.labels(reason=_reason)
+
+
+def _asyncio_tasks() -> float:
+    """Tasks of the running loop. ``/metrics`` is an aiohttp handler, so a scrape runs on the server's loop;
+    collected from a thread without a running loop (no server here), there is nothing to count."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return float("nan")
+    return float(len(asyncio.all_tasks(loop)))
+
+
+ASYNCIO_TASKS.set_function(_asyncio_tasks)
 
 
 def observe(tl: TurnTimeline) -> None:
@@ -46,4 +84,4 @@ def observe(tl: TurnTimeline) -> None:
         SPEC_TOKENS.labels(kind="accepted").inc(tl.spec.get("num_accepted_draft_tokens", 0))
 
 
-__all__ = ["observe", "BESIDE"]
+__all__ = ["observe", "BESIDE", "SESSIONS_OPEN", "ASYNCIO_TASKS", "OUTBOX_DROPPED_AUDIO", "SLOW_CLIENT_CLOSES"]

@@ -192,7 +192,8 @@ async def _realtime(request: web.Request) -> web.StreamResponse:
     sockets = request.app[SOCKETS]
     await serve_realtime(ws, principal, backend.shared, backend.limiter, model=model,
                          max_outbox_bytes=backend.limits.max_outbox_bytes,
-                         on_open=sockets.add, on_closed=sockets.discard)
+                         on_open=sockets.add, on_closed=sockets.discard,
+                         abort=request.transport.abort if request.transport is not None else None)
     return ws
 
 

@@ -10,7 +10,8 @@
   queued audio deltas of the oldest reply are dropped first (counted in :attr:`Outbox.dropped_audio`),
   then those of the next one; if it is still over (other events pile up: a client that never reads) the
   outbox closes itself and calls ``on_overflow`` (the transport closes the connection with
-  :data:`OVERFLOW_CLOSE_CODE`, "client is not reading"). Other connections are not affected.
+  :data:`OVERFLOW_CLOSE_CODE`, "client is not reading"). Other connections are not affected. Both are
+  counted in Prometheus (``sub250_outbox_dropped_audio_total``, ``sub250_slow_client_closes_total``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from app.metrics import prometheus
 from app.metrics.timeline import now_ns
 
 log = logging.getLogger(__name__)
@@ -88,12 +90,14 @@ class Outbox:
             oldest = first.tag
             n = self._drop(lambda item: item.audio and item.tag == oldest)
             self.dropped_audio += n
+            prometheus.OUTBOX_DROPPED_AUDIO.inc(n)
             log.warning("outbox over %d bytes: dropped %d queued audio deltas of response %s (client is slow)",
                         self.max_bytes, n, oldest)
         if self.queued_bytes > self.max_bytes:
             log.warning("outbox over %d bytes with no audio left to drop: closing (%s)", self.max_bytes,
                         OVERFLOW_REASON)
             self.overflowed = True
+            prometheus.SLOW_CLIENT_CLOSES.labels(reason="outbox_full").inc()
             self.close()
             if self._on_overflow is not None:
                 self._on_overflow()

@@ -30,6 +30,7 @@ from aiortc.mediastreams import MediaStreamError
 
 from app.audio.rates import ASR_RATE, OUTPUT_RATE
 from app.gateway import KeyLimiter, Principal
+from app.metrics import prometheus
 from app.metrics.timeline import now_ns
 from app.protocol import ProtocolError, new_id, server_event
 from app.tasks import TaskSet
@@ -185,6 +186,7 @@ class WebRTCCall:
         self.closed = asyncio.Event()
         self.answer_sdp = ""
         self.session = dispatch.new_session(shared, self, model)
+        prometheus.SESSIONS_OPEN.labels(transport="webrtc").inc()  # open until _close
 
     # --- the session's transport ---------------------------------------------------------------------
 
@@ -345,6 +347,7 @@ class WebRTCCall:
             await self.pc.close()
         finally:
             self.limiter.close_session(self.principal.key_id)
+            prometheus.SESSIONS_OPEN.labels(transport="webrtc").dec()
             if self._on_closed is not None:
                 self._on_closed(self)
             self.closed.set()
@@ -359,8 +362,12 @@ async def open_call(principal: Principal, shared: Any, limiter: KeyLimiter, offe
         err = ProtocolError(refusal.code, refusal.message, type=refusal.type)
         err.http_status = refusal.http_status  # type: ignore[attr-defined]
         raise err
-    call = WebRTCCall(new_id("rtc"), principal, shared, limiter, model=model, on_closed=on_closed,
-                      max_outbox_bytes=max_outbox_bytes)
+    try:
+        call = WebRTCCall(new_id("rtc"), principal, shared, limiter, model=model, on_closed=on_closed,
+                          max_outbox_bytes=max_outbox_bytes)
+    except BaseException:
+        limiter.close_session(principal.key_id)  # the call never existed: its session slot goes back
+        raise
     try:
         call.answer_sdp = await call.answer(offer_sdp)
     except BaseException:

@@ -30,6 +30,7 @@ from typing import Any
 from aiohttp import WSMsgType, web
 
 from app.gateway import GatewayLimits, KeyLimiter, Principal
+from app.metrics import prometheus
 from app.metrics.timeline import now_ns
 from app.protocol import ProtocolError, error_event
 from app.protocol.server_events import audio_delta
@@ -40,9 +41,12 @@ from app.transport.outbox import OVERFLOW_CLOSE_CODE, OVERFLOW_REASON, Outbox
 log = logging.getLogger(__name__)
 
 REALTIME_PATH = "/v1/realtime"
-#: Keepalive: a ping this often; a peer whose PONG has not come back this long after is closed (1011).
+#: Keepalive: a ping this often; a peer whose PONG has not come back this long after is closed with
+#: :data:`KEEPALIVE_CLOSE_CODE` (1008, policy violation: the peer is not reading or is gone; 1011 would say
+#: the server failed).
 PING_INTERVAL_S = 20.0
 PING_TIMEOUT_S = 20.0
+KEEPALIVE_CLOSE_CODE = 1008
 #: How long ``measure_rtt`` waits for its PONG before reporting the RTT as unknown.
 RTT_TIMEOUT_S = 5.0
 #: Frames read but not yet handled by the session (each at most ``max_event_bytes``).
@@ -64,8 +68,12 @@ def websocket_response(protocol: str | None, limits: GatewayLimits) -> web.WebSo
 class WebSocketTransport:
     """The session's view of one WebSocket: ordered, bounded, purgeable sends; RTT by ping/pong."""
 
-    def __init__(self, ws: web.WebSocketResponse, *, max_outbox_bytes: int | None = None) -> None:
+    def __init__(self, ws: web.WebSocketResponse, *, max_outbox_bytes: int | None = None,
+                 abort: Callable[[], None] | None = None) -> None:
+        """``abort``: drops the TCP connection at once (the request's transport), for a peer that does not take
+        a close handshake because it does not read."""
         self.ws = ws
+        self._abort = abort
         kwargs = {} if max_outbox_bytes is None else {"max_bytes": max_outbox_bytes}
         self.outbox = Outbox(on_overflow=self._overflowed, **kwargs)
         self._pings: dict[bytes, asyncio.Future[int]] = {}  # payload -> when its PONG was read
@@ -132,7 +140,11 @@ class WebSocketTransport:
         try:
             await asyncio.wait_for(self.ws.close(code=code, message=reason.encode()), CLOSE_TIMEOUT_S)
         except asyncio.TimeoutError:
-            log.info("realtime connection: close handshake timed out; socket dropped")
+            # A peer that does not read never takes the close frame (it waits behind what it did not read):
+            # drop the connection, so its socket and kernel buffers are freed now, not when the peer goes.
+            log.info("realtime connection: close handshake timed out; connection aborted")
+            if self._abort is not None:
+                self._abort()
 
     async def closed(self) -> None:
         """Wait for a close started by :meth:`close_soon`."""
@@ -146,9 +158,10 @@ class WebSocketTransport:
 async def serve_realtime(ws: web.WebSocketResponse, principal: Principal, shared: Any, limiter: KeyLimiter, *,
                          model: str | None = None, max_outbox_bytes: int | None = None,
                          on_open: Callable[[WebSocketTransport], None] | None = None,
-                         on_closed: Callable[[WebSocketTransport], None] | None = None) -> None:
+                         on_closed: Callable[[WebSocketTransport], None] | None = None,
+                         abort: Callable[[], None] | None = None) -> None:
     """One prepared realtime connection, from the first event to close."""
-    transport = WebSocketTransport(ws, max_outbox_bytes=max_outbox_bytes)
+    transport = WebSocketTransport(ws, max_outbox_bytes=max_outbox_bytes, abort=abort)
     if on_open is not None:
         on_open(transport)
     try:
@@ -159,9 +172,12 @@ async def serve_realtime(ws: web.WebSocketResponse, principal: Principal, shared
             transport.close_soon(1008, refusal.code)
             await transport.closed()
             return
+        open_sessions = prometheus.SESSIONS_OPEN.labels(transport="websocket")
+        open_sessions.inc()
         try:
             await _run_session(ws, transport, dispatch.new_session(shared, transport, model), principal, limiter)
         finally:
+            open_sessions.dec()
             limiter.close_session(principal.key_id)
     finally:
         if on_closed is not None:
@@ -195,11 +211,14 @@ async def _run_session(ws: web.WebSocketResponse, transport: WebSocketTransport,
             await asyncio.gather(reader, dispatcher, keepalive, return_exceptions=True)
             await session.close()
         finally:
-            transport.outbox.close()
-            writer.cancel()
-            await asyncio.gather(writer, return_exceptions=True)
+            transport.outbox.close()  # the writer stops after the write in hand
+            # Close before the writer is cancelled: a write blocked on a full socket shares aiohttp's drain
+            # waiter with the close, so cancelling it first would cancel the close too (the peer would see
+            # 1006). The close is bounded and ends in an abort, which also ends a blocked write.
             transport.close_soon(1000, "")
             await transport.closed()
+            writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
 
 
 async def _read(ws: web.WebSocketResponse, transport: WebSocketTransport,
@@ -239,5 +258,6 @@ async def _keepalive(transport: WebSocketTransport) -> None:
     while True:
         await asyncio.sleep(PING_INTERVAL_S)
         if await transport.ping(PING_TIMEOUT_S) is None and not transport.ws.closed:
-            transport.close_soon(1011, "keepalive ping timeout")
+            prometheus.SLOW_CLIENT_CLOSES.labels(reason="ping_timeout").inc()
+            transport.close_soon(KEEPALIVE_CLOSE_CODE, "keepalive ping timeout")
             return

@@ -21,7 +21,7 @@ SEED = "2"
 
 async def test_fuzz_script_gets_only_documented_answers(ws_url, tmp_path):
     out = tmp_path / "fuzz.json"
-    # 2 connections (the test key allows 4 sessions), 150 frames/s (the key's rate is 200/s)
+    # 2 connections (the test key allows 4 sessions), 150 frames/s (under the key's rate, 500/s)
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(REPO / "scripts" / "fuzz.py"), "--url", ws_url, "--key", TEST_KEY,
         "--events", "400", "--connections", "2", "--rate", "150", "--seed", SEED, "--probe-every", "200",

@@ -271,7 +271,7 @@ async def test_a_flood_of_binary_frames_is_rate_limited_and_the_session_recovers
         assert set(codes) <= {"invalid_event", "rate_limit_exceeded"}, set(codes)
         assert codes.count("rate_limit_exceeded") > 0 and codes.count("invalid_event") > 0, Counter(codes)
         await finish_turn(b)
-        await asyncio.sleep(2.5)  # the key's bucket refills (a burst of 400 at 200 messages/s)
+        await asyncio.sleep(2.5)  # the key's bucket refills (a burst of 1000 at 500 messages/s)
         await turn(a)
 
 

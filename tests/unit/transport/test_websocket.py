@@ -116,7 +116,7 @@ async def test_keepalive_closes_a_peer_that_stops_answering(make_server, session
             msg = await ws.receive(5)
             assert msg.type == aiohttp.WSMsgType.PING
             msg = await ws.receive(5)  # no PONG sent: closed as websockets' keepalive did
-            assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == 1011
+            assert msg.type == aiohttp.WSMsgType.CLOSE and msg.data == websocket.KEEPALIVE_CLOSE_CODE == 1008
             assert msg.extra == "keepalive ping timeout"
     # a peer that answers stays connected
     async with connect(url(srv), additional_headers=AUTH) as ws:

@@ -1,0 +1,169 @@
+"""A client that talks and never reads, against a server with the real engines: its replies pile up, their
+audio is dropped, then the server closes it (1008 "client is not reading"); the server's memory stays
+bounded and another session on the same server completes a turn meanwhile.
+
+The server here is a second one sharing the fixture's engines, with a small outbox and a small kernel
+send buffer, so that this takes about a minute (~60 s measured) rather than many: on loopback Linux
+autotunes a socket's send buffer up to ``tcp_wmem``'s maximum (4 MiB), which alone would hold a minute of
+reply audio (~64 KiB/s of base64) before the outbox saw any of it. Its keepalive is pushed out of the way:
+a client that never reads never answers a PING either, and is otherwise closed with 1008 after at most
+40 s (that path is tested in tests/unit/metrics/test_prometheus.py) -- with the default limits (4 MiB
+outbox, autotuned kernel buffers) that is what closes a never-reading client, long before its outbox would.
+
+The small outbox applies to every connection of that server: a reply's sentence is synthesized and queued
+at once (100 ms deltas, ~6.4 KiB of JSON each), so any sentence over ~0.25 s is over 16 KiB and the first
+audio is shed at the first sentence, before the pipe to the slow client is even full (the same happens to
+the client that reads). What closes the slow client is what cannot be shed: its other events (~15 KiB a
+voice turn) once the ~110 KiB in front of the outbox (asyncio's write buffer, the kernel's) are full, a
+few turns. The other session's turn is checked for its text, its completion and some audio, not all of it.
+"""
+
+import asyncio
+import json
+import logging
+import socket
+import time
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from prometheus_client import REGISTRY
+
+from app.bench.corpus import Utterance
+from app.bench.slow_client import NeverReadingClient, speech_frames
+from app.gateway import ApiKeys, GatewayLimits
+from app.sdk import RealtimeClient
+from app.server import Server
+from app.transport import websocket
+from app.transport.http import SOCKETS, build_app, runner_options
+
+pytestmark = pytest.mark.engines
+TEST_KEY = "sk-sub250-test-0123456789"
+
+#: The dedicated server's outbox limit, and its sockets' kernel send buffer (Linux doubles it).
+OUTBOX_BYTES = 16 * 1024
+SNDBUF = 16 * 1024
+#: From the slow client's connect to its close by the server (one voice turn is ~15 KiB of events besides its
+#: audio; the kernel and aiohttp buffers hold ~100 KiB more before the outbox fills: a few turns).
+CLOSE_BOUND_S = 120.0
+#: The server's RSS may grow by at most this over the test. The server is this process, engines included:
+#: a client that READS, sending the same speech for the same minute, grew it by ~58 MiB on the 2-core CI box
+#: (first use of allocator arenas and engine buffers by a second busy session); the never-reading one by
+#: ~55-60 MiB at the end and ~105-110 MiB at its peak. The outbox's own bound is checked exactly (backlog).
+RSS_BOUND = 192 << 20
+
+QUESTIONS = ("How often do I need to buy a new filter?", "How many years is the motor guaranteed for?",
+             "What should I do if the fan makes a rattling noise?")
+
+
+def rss() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+
+def counter(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+@pytest_asyncio.fixture
+async def small_server(server):
+    """A Server on the fixture's engines with a small outbox, listening on a socket whose accepted
+    connections inherit a small send buffer (Server.listen would let the kernel autotune it)."""
+    srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(max_outbox_bytes=OUTBOX_BYTES))
+    app = build_app(srv)
+    runner = web.AppRunner(app, **runner_options())
+    await runner.setup()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SNDBUF)
+    sock.bind(("127.0.0.1", 0))
+    try:
+        await web.SockSite(runner, sock).start()
+        srv.port = sock.getsockname()[1]
+        srv.attach(server.stack)
+        yield srv, app
+    finally:
+        await runner.cleanup()
+        sock.close()
+
+
+async def test_a_never_reading_client_loses_its_audio_then_is_closed_and_others_go_on(small_server, speak,
+                                                                                      monkeypatch, caplog):
+    srv, app = small_server
+    monkeypatch.setattr(websocket, "PING_INTERVAL_S", 600.0)
+    caplog.set_level(logging.INFO, logger="app.transport.websocket")
+    url = f"ws://127.0.0.1:{srv.port}/v1/realtime"
+    utts = [Utterance(f"q{i}", speak(q), q, "synthetic") for i, q in enumerate(QUESTIONS)]
+    normal = RealtimeClient(url, TEST_KEY)
+    await normal.connect()
+    try:
+        # warm every engine (VAD, ASR, retrieval, LLM, TTS) before the memory is measured
+        sender = asyncio.ensure_future(normal.send_wav(str(utts[0].path), silence_after_ms=1500))
+        warm = await normal.collect_turn(timeout=120)
+        await sender
+        assert warm.status == "completed", warm.errors
+        other = sum(len(json.dumps(e.data)) for e in warm.events if e.type != "response.output_audio.delta")
+        print(f"\none voice turn: {other / 1024:.1f} KiB of events besides its audio deltas")
+        rss0 = peak = rss()
+        dropped0 = counter("sub250_outbox_dropped_audio_total")
+        closes0 = counter("sub250_slow_client_closes_total", reason="outbox_full")
+
+        slow = NeverReadingClient(url, TEST_KEY, rcvbuf=4096)
+        await slow.connect()
+        t0 = time.monotonic()
+        stop = asyncio.Event()
+        streaming = asyncio.ensure_future(slow.stream(speech_frames(utts[1:], gap_s=4.0), stop))
+
+        backlog = 0  # the most bytes any connection of this server had queued and unsent
+        timeline: list[tuple[float, float]] = []  # (s since the slow client connected, RSS growth MiB)
+
+        async def until(what: str, predicate) -> float:
+            nonlocal peak, backlog
+            while not predicate():
+                now = rss()
+                peak = max(peak, now)
+                if not timeline or time.monotonic() - t0 - timeline[-1][0] >= 5:
+                    timeline.append((round(time.monotonic() - t0, 1), round((now - rss0) / 2**20, 1)))
+                backlog = max([backlog] + [t.outbox.queued_bytes for t in app[SOCKETS]])
+                elapsed = time.monotonic() - t0
+                assert elapsed < CLOSE_BOUND_S, f"{what}: not within {CLOSE_BOUND_S:.0f} s"
+                assert not streaming.done(), f"{what}: the slow client stopped first ({slow.stream_end}: " \
+                                             f"{slow.stream_error})"
+                await asyncio.sleep(0.25)
+            return time.monotonic() - t0
+
+        try:
+            dropped_at = await until("reply audio dropped",
+                                     lambda: counter("sub250_outbox_dropped_audio_total") > dropped0)
+            # meanwhile, the other session has a turn
+            await normal.send_text("How many years is the motor guaranteed for?")
+            turn = asyncio.ensure_future(normal.collect_turn(timeout=120))
+            closed_at = await until("closed by the server",
+                                    lambda: counter("sub250_slow_client_closes_total", reason="outbox_full") > closes0)
+            result = await turn
+        finally:
+            stop.set()
+            (ended,) = await asyncio.gather(streaming, return_exceptions=True)
+        assert not isinstance(ended, BaseException), ended
+        # the client reads at last: the connection is over. It gets the close frame (1008) unless the server's
+        # socket, closed with audio appends still unread, reset the connection first (1006): see slow_client.py
+        drain = await slow.drain(15)
+        await slow.close()
+        peak = max(peak, rss())
+        grown = rss() - rss0
+        print(f"\nslow client: audio dropped after {dropped_at:.1f} s, closed after {closed_at:.1f} s "
+              f"({slow.audio_sent_s:.0f} s of speech sent); it saw {drain['close_code']} after {drain['messages']} "
+              f"messages; outbox at most {backlog} bytes; RSS +{(peak - rss0) / 2**20:.1f} MiB at peak, "
+              f"{grown / 2**20:+.1f} MiB at the end, over time (s, MiB): {timeline}; the other session's reply: "
+              f"{result.audio_seconds:.2f} s of audio for {result.reply!r}")
+        assert dropped_at < closed_at
+        assert 0 < backlog <= OUTBOX_BYTES
+        assert "realtime connection closing (1008 client is not reading)" in caplog.text
+        assert drain["ended"] and drain["close_code"] in (1008, 1006), drain
+        if drain["close_code"] == 1008:
+            assert drain["close_reason"] == "client is not reading"
+        assert result.status == "completed" and result.reply and result.audio_seconds > 0, result.errors
+        assert result.latency is not None and result.latency.final
+        assert peak - rss0 < RSS_BOUND and grown < RSS_BOUND, (
+            f"RSS grew by {(peak - rss0) / 2**20:.1f} MiB at peak, {grown / 2**20:.1f} MiB at the end")
+    finally:
+        await normal.close()
