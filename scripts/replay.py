@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import os
 import signal
@@ -32,39 +31,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.bench import report  # noqa: E402
-from app.bench.corpus import load_manifest, real_recordings, synthesize_corpus  # noqa: E402
+from app.bench.options import corpus, default_key  # noqa: E402
 from app.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
 from app.bench.stats import format_table, percentile, summarize  # noqa: E402
-from app.config import Settings  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-
-
-def default_key() -> str | None:
-    if os.environ.get("SUB250_API_KEY"):
-        return os.environ["SUB250_API_KEY"]
-    f = Settings.from_env().api_keys_file
-    if f.exists():
-        for line in f.read_text().splitlines():
-            if line.strip() and not line.startswith("#"):
-                return line.strip()
-    return None
-
-
-def corpus(spec: str) -> list:
-    settings = Settings.from_env()
-    if spec in ("synthetic", "all"):
-        utts = synthesize_corpus(settings.home / "corpus")
-    else:
-        utts = []
-    if spec in ("real", "all"):
-        utts += real_recordings()
-    if spec not in ("synthetic", "real", "all"):
-        utts = load_manifest(Path(spec))
-    if not utts:
-        raise SystemExit(f"replay: the corpus {spec!r} is empty")
-    # A fixed, mixed order: real recordings spread among the synthetic questions, the same every run.
-    return sorted(utts, key=lambda u: hashlib.sha1(u.id.encode()).hexdigest())
 
 
 def start_profile_server(profile: str) -> tuple[subprocess.Popen, str]:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
@@ -35,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.options import corpus, default_key  # noqa: E402
+from app.bench.options import add_server_options, corpus, default_key  # noqa: E402
 from app.bench.probe import CLOSE_REASONS, Probe, mib, require_loopback  # noqa: E402
 from app.bench.replay import ReplayConfig, run_replay  # noqa: E402
 from app.bench.slow_client import NeverReadingClient, speech_frames  # noqa: E402
@@ -241,11 +240,7 @@ async def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", default=os.environ.get("SUB250_URL", "ws://127.0.0.1:8250/v1/realtime"))
-    p.add_argument("--key", help="API key (default: $SUB250_API_KEY or the local key serve created)")
-    p.add_argument("--no-key", action="store_true", help="send no API key (a server started with --dev-no-auth, "
-                   "which refuses keys it does not know)")
-    p.add_argument("--pid", type=int, help="the server's process id: RSS from /proc (else from /metrics)")
+    add_server_options(p, pid_help="the server's process id: RSS from /proc (else from /metrics)")
     p.add_argument("--turns", type=int, default=4, help="the normal session's turns per phase")
     p.add_argument("--rounds", type=int, default=2, help="rounds of (normal_only, with_slow)")
     p.add_argument("--corpus", default="all", help="synthetic, real, all, a folder of WAVs or a JSON manifest")

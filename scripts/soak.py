@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import json
 import math
-import os
 import signal
 import sys
 import time
@@ -32,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.bench import soak  # noqa: E402
-from app.bench.options import corpus, default_key  # noqa: E402
+from app.bench.options import add_server_options, corpus, default_key  # noqa: E402
 from app.bench.probe import Probe, mib, require_loopback  # noqa: E402
 from app.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
 from app.bench.stats import _get, percentile  # noqa: E402
@@ -164,11 +163,7 @@ async def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--url", default=os.environ.get("SUB250_URL", "ws://127.0.0.1:8250/v1/realtime"))
-    p.add_argument("--key", help="API key (default: $SUB250_API_KEY or the local key serve created)")
-    p.add_argument("--no-key", action="store_true", help="send no API key (a server started with --dev-no-auth, "
-                   "which refuses keys it does not know)")
-    p.add_argument("--pid", type=int, help="the server's process id: RSS and FDs from /proc (else from /metrics)")
+    add_server_options(p, pid_help="the server's process id: RSS and FDs from /proc (else from /metrics)")
     p.add_argument("--sessions", type=int, default=8, help=f"concurrent sessions (at most {MAX_SESSIONS})")
     p.add_argument("--minutes", type=float, default=10.0, help=f"how long (fractions allowed; at most {MAX_MINUTES:.0f})")
     p.add_argument("--sample-s", type=float, default=60.0, help="seconds per interval (a server sample at each end)")

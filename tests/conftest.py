@@ -83,6 +83,24 @@ def ws_url(server) -> str:
 
 
 @pytest.fixture(scope="session")
+def small_corpus(speak, real_audio, tmp_path_factory) -> Path:
+    """A replay manifest of three questions (two synthesized, one real recording), for the load scripts' tests."""
+    import json
+
+    manifest = [
+        {"id": "filter", "path": str(speak("How often do I need to buy a new filter?")),
+         "reference": "How often do I need to buy a new filter?", "kind": "synthetic"},
+        {"id": "motor", "path": str(speak("How many years is the motor guaranteed for?")),
+         "reference": "How many years is the motor guaranteed for?", "kind": "synthetic"},
+        {"id": "goforward", "path": str(real_audio / "goforward.wav"), "reference": "go forward ten meters",
+         "kind": "real"},
+    ]
+    path = tmp_path_factory.mktemp("corpus") / "manifest.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+@pytest.fixture(scope="session")
 def speak(stack, tmp_path_factory):
     """Text -> a WAV of it spoken by the Piper voice (22.05 kHz), with 300 ms of silence before."""
     import numpy as np

@@ -4,11 +4,21 @@ and the API key (``--key``, else ``$SUB250_API_KEY``, else the local key ``serve
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
 from pathlib import Path
 
 from app.bench.corpus import Utterance, load_manifest, real_recordings, synthesize_corpus
+
+
+def add_server_options(parser: argparse.ArgumentParser, *, pid_help: str) -> None:
+    """``--url``, ``--key``, ``--no-key`` and ``--pid``: which running server, and how to reach it."""
+    parser.add_argument("--url", default=os.environ.get("SUB250_URL", "ws://127.0.0.1:8250/v1/realtime"))
+    parser.add_argument("--key", help="API key (default: $SUB250_API_KEY or the local key serve created)")
+    parser.add_argument("--no-key", action="store_true", help="send no API key (a server started with "
+                        "--dev-no-auth, which refuses keys it does not know)")
+    parser.add_argument("--pid", type=int, help=pid_help)
 
 
 def default_key() -> str | None:

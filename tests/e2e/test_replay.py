@@ -12,20 +12,11 @@ REPO = Path(__file__).resolve().parents[2]
 TEST_KEY = "sk-sub250-test-0123456789"
 
 
-async def test_replay_script_writes_the_report(ws_url, speak, real_audio, tmp_path):
-    manifest = [
-        {"id": "filter", "path": str(speak("How often do I need to buy a new filter?")),
-         "reference": "How often do I need to buy a new filter?", "kind": "synthetic"},
-        {"id": "motor", "path": str(speak("How many years is the motor guaranteed for?")),
-         "reference": "How many years is the motor guaranteed for?", "kind": "synthetic"},
-        {"id": "goforward", "path": str(real_audio / "goforward.wav"), "reference": "go forward ten meters",
-         "kind": "real"},
-    ]
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+async def test_replay_script_writes_the_report(ws_url, small_corpus, tmp_path):
     out = tmp_path / "report"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(REPO / "scripts" / "replay.py"), "--url", ws_url, "--key", TEST_KEY,
-        "--corpus", str(tmp_path / "manifest.json"), "--sessions", "2", "--turns", "2", "--out", str(out),
+        "--corpus", str(small_corpus), "--sessions", "2", "--turns", "2", "--out", str(out),
         cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     stdout, stderr = await asyncio.wait_for(proc.communicate(), 600)
     stdout, stderr = stdout.decode(), stderr.decode()

@@ -15,21 +15,12 @@ REPO = Path(__file__).resolve().parents[2]
 TEST_KEY = "sk-sub250-test-0123456789"
 
 
-async def test_soak_script_samples_each_interval_and_loses_no_turn(ws_url, speak, real_audio, tmp_path):
-    manifest = [
-        {"id": "filter", "path": str(speak("How often do I need to buy a new filter?")),
-         "reference": "How often do I need to buy a new filter?", "kind": "synthetic"},
-        {"id": "motor", "path": str(speak("How many years is the motor guaranteed for?")),
-         "reference": "How many years is the motor guaranteed for?", "kind": "synthetic"},
-        {"id": "goforward", "path": str(real_audio / "goforward.wav"), "reference": "go forward ten meters",
-         "kind": "real"},
-    ]
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+async def test_soak_script_samples_each_interval_and_loses_no_turn(ws_url, small_corpus, tmp_path):
     out = tmp_path / "soak"
     proc = await asyncio.create_subprocess_exec(
         sys.executable, str(REPO / "scripts" / "soak.py"), "--url", ws_url, "--key", TEST_KEY,
         "--pid", str(os.getpid()),  # the fixture server runs in this process
-        "--corpus", str(tmp_path / "manifest.json"), "--sessions", "2", "--minutes", "0.5", "--sample-s", "10",
+        "--corpus", str(small_corpus), "--sessions", "2", "--minutes", "0.5", "--sample-s", "10",
         "--out", str(out), cwd=REPO, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     stdout, stderr = await asyncio.wait_for(proc.communicate(), 300)
     stdout, stderr = stdout.decode(), stderr.decode()
