@@ -52,6 +52,8 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from app.bench.frames import Raw, dumps  # noqa: E402
+from app.bench.options import default_key  # noqa: E402
 from app.sdk import RealtimeClient  # noqa: E402
 from app.sdk.client import ConnectionLost  # noqa: E402
 
@@ -73,19 +75,6 @@ LOOKAHEAD = 8
 
 
 # --- frames and what they must be answered with ---------------------------------------------------
-
-class Raw(str):
-    """JSON text put into a frame as is (numbers ``json.dumps`` cannot write: 5000 digits, NaN)."""
-
-
-def dumps(value: Any) -> str:
-    if isinstance(value, Raw):
-        return str(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{dumps(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(dumps(v) for v in value) + "]"
-    return json.dumps(value)
 
 
 def preview(value: Any, n: int = 40) -> str:
@@ -1031,19 +1020,6 @@ def format_table(rep: dict[str, Any]) -> str:
     lines.append(f"{rep['frames_sent']} frames in {rep['seconds']} s over {rep['config']['connections']} connections; "
                  f"{rep['reconnects']} reconnects; verdict: {'OK' if rep['ok'] else 'FAILED'}")
     return "\n".join(lines)
-
-
-def default_key() -> str | None:
-    if os.environ.get("SUB250_API_KEY"):
-        return os.environ["SUB250_API_KEY"]
-    home = Path(os.environ.get("SUB250_HOME")
-                or Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local/share") / "sub250")
-    keys = home / "api_keys"
-    if keys.exists():
-        for line in keys.read_text().splitlines():
-            if line.strip() and not line.startswith("#"):
-                return line.strip()
-    return None
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -14,6 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from app.bench.frames import Raw, dumps
 from app.protocol import (
     MAX_DEPTH,
     ClientEvent,
@@ -37,20 +38,6 @@ EVENT_TYPES = ["session.update", "input_audio_buffer.append", "input_audio_buffe
                "input_audio_buffer.clear", "conversation.item.create", "conversation.item.truncate",
                "conversation.item.delete", "conversation.item.retrieve", "output_audio_buffer.clear",
                "response.create", "response.cancel", "transcription_session.update", "session.updated", ""]
-
-
-class Raw(str):
-    """JSON text put into a frame as is: numbers ``json.dumps`` cannot write (5000 digits, NaN)."""
-
-
-def dumps(value: Any) -> str:
-    if isinstance(value, Raw):
-        return str(value)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{dumps(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ",".join(dumps(v) for v in value) + "]"
-    return json.dumps(value)  # str: non-ASCII and lone surrogates as \u escapes
 
 
 def check_error(err: ProtocolError) -> None:
