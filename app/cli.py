@@ -153,6 +153,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     keys, key_note = _api_keys(settings, dev_no_auth=args.dev_no_auth)
     limits = _limits(settings)
 
+    from app import native_memory
+
+    native_memory.limit_arenas(settings.malloc_arena_max)  # before the engines start their threads
+
     async def run() -> int:
         ice = [a.strip() for a in settings.ice_hosts.split(",") if a.strip()] or None
         server = Server(settings.host, settings.port, keys=keys, limits=limits, ice_hosts=ice)
@@ -165,6 +169,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         code = 0
+        trimmer = None
         try:
             t0 = time.perf_counter()
             await stack.start(progress=lambda s: print(f"  loading {s}…", flush=True))
@@ -172,6 +177,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"first run: ingesting the sample knowledge base from {SAMPLE_KB}", flush=True)
                 await _ingest(stack, SAMPLE_KB, prune=False, force=False)
             server.attach(stack)
+            if settings.malloc_trim_s > 0:
+                trimmer = native_memory.HeapTrimmer(settings.malloc_trim_s)
+                trimmer.start()
             print(f"ready in {time.perf_counter() - t0:.1f} s: {server.url}  (profile {stack.profile.name}; "
                   f"realtime API: ws://{settings.host}:{server.port}/v1/realtime; Ctrl-C stops)", flush=True)
             print(f"demo page (open in Chrome or Firefox, allow the microphone): {_page_url(settings, server.port, args)}",
@@ -181,6 +189,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 code = EXIT_ENGINE_FAILED
         finally:
             print("stopping…", flush=True)
+            if trimmer is not None:
+                await trimmer.stop()
             await server.close()
             try:
                 await stack.close()

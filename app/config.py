@@ -61,6 +61,11 @@ class Settings:
     #: WebRTC: the addresses the server offers as ICE host candidates, comma-separated. Empty: every
     #: non-loopback address (aioice's default), or 127.0.0.1 on a machine that has no other.
     ice_hosts: str = ""
+    #: glibc malloc arenas the server may open (``mallopt(M_ARENA_MAX)``, see app/native_memory.py);
+    #: 0 keeps glibc's default (8 per core), which let RSS climb under concurrent sessions.
+    malloc_arena_max: int = 2
+    #: Seconds between ``malloc_trim(0)`` calls (on a worker thread) that give freed heap pages back; 0: never.
+    malloc_trim_s: float = 30.0
 
     @property
     def api_keys_file(self) -> Path:

@@ -33,6 +33,7 @@ class SileroVAD:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        opts.enable_cpu_mem_arena = False  # fixed-size windows: nothing for an arena to keep
         return ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
 
     def reset(self) -> None:

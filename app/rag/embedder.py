@@ -45,6 +45,8 @@ class Embedder(ThreadedEngine):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = int(self.cfg.get("intra_op_threads", 1))
         opts.inter_op_num_threads = 1
+        # onnxruntime's CPU arena would keep the largest batch's buffers (an ingest's) for good.
+        opts.enable_cpu_mem_arena = bool(self.cfg.get("memory_arena", False))
         try:
             self.session = ort.InferenceSession(str(self.model_path), sess_options=opts,
                                                 providers=["CPUExecutionProvider"])

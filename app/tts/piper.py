@@ -36,6 +36,9 @@ class PiperTTS(TTSEngine):
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = int(self.cfg.get("threads", 1))
             opts.inter_op_num_threads = 1
+            # onnxruntime's CPU arena keeps the largest utterance's buffers for good (measured: 147 -> 572 MiB
+            # RSS over 20 syntheses, never given back); without it each run's buffers are freed after it.
+            opts.enable_cpu_mem_arena = bool(self.cfg.get("memory_arena", False))
             session = ort.InferenceSession(str(self.model_path), sess_options=opts,
                                            providers=["CPUExecutionProvider"])
         except Exception as exc:
