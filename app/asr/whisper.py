@@ -5,11 +5,21 @@ the default). ``window = "audio"`` cuts it to the utterance plus ``window_paddin
 faster on tiny.en, but less accurate (measured in docs/BENCHMARKS.md), so it is opt-in; a
 ``max_new_tokens`` bound, ``no_repeat_ngram_size`` and dropping text timestamped after the audio guard
 against the repetition loops short windows cause.
+
+Memory: CTranslate2's oneDNN keeps a compiled primitive, with its buffers, for every input shape it has seen
+(up to 1024 by default). The cut windows have a new length almost every call, so that cache grew the server's
+RSS for minutes (measured: 189 -> 361 MiB over 200 calls of random length; flat at ~213 MiB with the cache
+off, and no slower: cut window 75-82 ms, 30 s window 321-371 ms either way; docs/BENCHMARKS.md §16).
+``[asr] onednn_primitive_cache`` (default 0) is oneDNN's ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``, set only while
+the models load and warm up (oneDNN reads it at its first primitive), so the LLM's processes keep theirs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +57,13 @@ class WhisperASR(ASREngine):
                                 local_files_only=True)
 
         try:
-            self.model = open_model(threads)
-            self.full_model = self.model if full_threads == threads else open_model(full_threads)
+            with _environ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(int(self.cfg.get("onednn_primitive_cache", 0)))):
+                self.model = open_model(threads)
+                self.full_model = self.model if full_threads == threads else open_model(full_threads)
+                silence = np.zeros(ASR_RATE, dtype=np.float32)
+                for model in {id(self.model): self.model, id(self.full_model): self.full_model}.values():
+                    segments, _ = model.transcribe(silence, beam_size=1, language="en", without_timestamps=True)
+                    list(segments)  # oneDNN's first primitive: it reads the capacity now
         except Exception as exc:
             raise ModelError(
                 f"Whisper model {self.model_ref} cannot be loaded: {type(exc).__name__}: {exc}",
@@ -129,3 +144,16 @@ class WhisperASR(ASREngine):
             "model": str(self.model_ref),
             "compute_type": self.cfg.get("compute_type", "int8"),
         }
+
+
+@contextlib.contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``name=value`` in this process's environment for the block (the caller's own setting wins)."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        del os.environ[name]

@@ -13,14 +13,39 @@ _END = re.compile(r"(?<!\b[A-Z])(?<!\d\.\d)[.!?]+[\"')\]]*\s+|\n+")
 _CLAUSE = re.compile(r"[,;:\u2013\u2014]\s+|\s-\s")
 
 
+#: No chunk is longer than this many words: a longer sentence is cut at its last clause end inside the limit
+#: (else at the limit), so one synthesis - and what the TTS engine allocates for it - stays bounded.
+MAX_WORDS = 40
+
+
+def split_long(text: str, max_words: int = MAX_WORDS) -> list[str]:
+    """``text`` in pieces of at most ``max_words`` words, cut at clause ends where there are some."""
+    out: list[str] = []
+    rest = text.strip()
+    while True:
+        words = list(re.finditer(r"\S+", rest))
+        if len(words) <= max_words:
+            if rest:
+                out.append(rest)
+            return out
+        limit = words[max_words - 1].end()
+        cut = max((m.end() for m in _CLAUSE.finditer(rest, 0, limit + 2) if m.end() <= limit + 2), default=0)
+        if cut < len(rest) // 4 or cut == 0:
+            cut = limit
+        out.append(rest[:cut].strip())
+        rest = rest[cut:].strip()
+
+
 class SentenceChunker:
     """``first_clause``: the first chunk is the first clause (or the first ``first_words`` words), so TTS can
-    start speaking early; later chunks are whole sentences (they sound better)."""
+    start speaking early; later chunks are whole sentences (they sound better), none over ``max_words``."""
 
-    def __init__(self, min_chars: int = 12, *, first_clause: bool = False, first_words: int = 6) -> None:
+    def __init__(self, min_chars: int = 12, *, first_clause: bool = False, first_words: int = 6,
+                 max_words: int = MAX_WORDS) -> None:
         self.min_chars = min_chars
         self.first_clause = first_clause
         self.first_words = first_words
+        self.max_words = max_words
         self._buf = ""
         self._emitted = False
 
@@ -35,9 +60,13 @@ class SentenceChunker:
         for m in _END.finditer(self._buf):
             candidate = self._buf[start : m.end()].strip()
             if len(candidate) >= self.min_chars:
-                out.append(candidate)
+                out.extend(split_long(candidate, self.max_words))
                 start = m.end()
         self._buf = self._buf[start:]
+        pieces = split_long(self._buf, self.max_words)
+        if len(pieces) > 1:  # a run-on sentence: say what is over the limit now
+            out.extend(pieces[:-1])
+            self._buf = self._buf[self._buf.index(pieces[-1]):] if pieces[-1] in self._buf else pieces[-1]
         if out:
             self._emitted = True
         return out
@@ -63,4 +92,4 @@ class SentenceChunker:
 
     def flush(self) -> list[str]:
         rest, self._buf = self._buf.strip(), ""
-        return [rest] if rest else []
+        return split_long(rest, self.max_words)

