@@ -2,13 +2,14 @@
 """Soak benchmark: N concurrent sessions replaying speech for a while; does the server stay bounded?
 
     .venv/bin/python scripts/soak.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY] [--pid SERVER_PID]
-        [--sessions 8] [--minutes 10] [--sample-s 60] [--corpus all] [--out reports/soak-...]
+        [--sessions 8] [--minutes 10] [--sample-s 60] [--rss-every-s 5] [--corpus all] [--out reports/soak-...]
 
 Each session replays the corpus (the replay benchmark's runner: real-time pace, one turn after another,
 the server's final ``sub250.turn.latency`` reports kept), for ``--minutes`` (fractions allowed). Every
 ``--sample-s`` seconds the server is sampled: RSS and open FDs (from ``/proc/<pid>`` with ``--pid``, else
 ``process_resident_memory_bytes`` / ``process_open_fds`` from ``/metrics``), asyncio tasks and sessions
-open (``/metrics``). Per interval: turns sent / completed / failed, ttft and voice_to_voice p50/p95; at
+open (``/metrics``); and every ``--rss-every-s`` seconds the RSS alone, for each interval's median and
+highest. Per interval: turns sent / completed / failed, ttft and voice_to_voice p50/p95; at
 the end the totals (lost turns), RSS growth after the first interval in %, FD and task growth, and what
 is left once every session closed. Writes soak.json, turns.jsonl, table.txt and soak.png under --out.
 
@@ -48,6 +49,8 @@ async def main(args: argparse.Namespace) -> int:
         raise SystemExit(f"soak: --sessions must be 1..{MAX_SESSIONS}")
     if not 0 < args.minutes <= MAX_MINUTES:
         raise SystemExit(f"soak: --minutes must be in (0, {MAX_MINUTES:.0f}]")
+    if args.rss_every_s <= 0:
+        raise SystemExit("soak: --rss-every-s must be positive")
     if args.sample_s <= 0:
         raise SystemExit("soak: --sample-s must be positive")
     utts = corpus(args.corpus)
@@ -58,6 +61,7 @@ async def main(args: argparse.Namespace) -> int:
     key = None if args.no_key else args.key or default_key()
     turns: list[dict] = []
     samples: list[dict] = []
+    rss_trace: list[tuple[float, float]] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     running: list[asyncio.Task] = []
@@ -98,12 +102,20 @@ async def main(args: argparse.Namespace) -> int:
                       f"{mib(s.get('rss_bytes'))} MiB, FDs {s.get('open_fds')}, tasks {s.get('asyncio_tasks')}, "
                       f"sessions {s.get('sessions_open')}", file=sys.stderr)
 
+        async def rss_tracer() -> None:
+            while True:
+                await asyncio.sleep(args.rss_every_s)
+                s = await probe.sample()
+                if s.get("rss_bytes") is not None:
+                    rss_trace.append((time.time() - start_wall, s["rss_bytes"]))
+
         baseline = await probe.sample()
         baseline["interval"] = "baseline"
         samples.append(baseline)
         cfg = ReplayConfig(url=args.url, key=key, label="soak", sessions=args.sessions, duration_s=duration,
                            timeout_s=args.timeout)
         sampling = asyncio.ensure_future(sampler())
+        tracing = asyncio.ensure_future(rss_tracer())
         replay = asyncio.ensure_future(run_replay(cfg, utts, sink, stop))
         running[:] = [replay, sampling]
         error: BaseException | None = None
@@ -122,6 +134,8 @@ async def main(args: argparse.Namespace) -> int:
         finally:
             replay.cancel()
             sampling.cancel()
+            tracing.cancel()
+            await asyncio.gather(tracing, return_exceptions=True)
             _, sampled = await asyncio.gather(replay, sampling, return_exceptions=True)
             if isinstance(sampled, Exception) and error is None:
                 error = sampled  # a bug in the sampler: reported below, after the partial report
@@ -130,7 +144,8 @@ async def main(args: argparse.Namespace) -> int:
         after["interval"] = "after"
         samples.append(after)
 
-    rows = soak.interval_rows(turns, samples, start_wall=start_wall, interval_s=args.sample_s, count=count)
+    rows = soak.interval_rows(turns, samples, start_wall=start_wall, interval_s=args.sample_s, count=count,
+                              rss_trace=rss_trace)
     report = {
         "command": " ".join(sys.argv),
         "config": {"url": args.url, "sessions": args.sessions, "minutes": args.minutes, "sample_s": args.sample_s,
@@ -142,6 +157,7 @@ async def main(args: argparse.Namespace) -> int:
         "totals": soak.totals(turns),
         "growth": soak.growth(rows, baseline, after),
         "samples": samples,
+        "rss_trace": [[round(t, 3), v] for t, v in rss_trace],
     }
     write_jsonl(out / "turns.jsonl", turns)
     (out / "soak.json").write_text(json.dumps(report, indent=2))
@@ -166,6 +182,8 @@ if __name__ == "__main__":
     add_server_options(p, pid_help="the server's process id: RSS and FDs from /proc (else from /metrics)")
     p.add_argument("--sessions", type=int, default=8, help=f"concurrent sessions (at most {MAX_SESSIONS})")
     p.add_argument("--minutes", type=float, default=10.0, help=f"how long (fractions allowed; at most {MAX_MINUTES:.0f})")
+    p.add_argument("--rss-every-s", type=float, default=5.0,
+                   help="seconds between RSS readings within an interval (its median and highest)")
     p.add_argument("--sample-s", type=float, default=60.0, help="seconds per interval (a server sample at each end)")
     p.add_argument("--corpus", default="all", help="synthetic, real, all, a folder of WAVs or a JSON manifest")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")

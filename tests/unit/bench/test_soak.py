@@ -108,3 +108,18 @@ def test_load_goes_to_this_machine_only():
         with pytest.raises(SystemExit):
             require_loopback(url)
     assert http_base("ws://127.0.0.1:8250/v1/realtime") == "http://127.0.0.1:8250"
+
+
+def test_the_rss_trace_gives_each_interval_its_median_and_highest_and_their_growth():
+    mb = 1 << 20
+    trace = [(1, 500 * mb), (4, 700 * mb), (8, 520 * mb), (12, 510 * mb), (25, 530 * mb), (28, 560 * mb),
+             (29, 525 * mb)]
+    rows = soak.interval_rows(TURNS, SAMPLES, start_wall=START, interval_s=10, count=3, rss_trace=trace)
+    assert [(r["rss_median"], r["rss_max"]) for r in rows] == [(520 * mb, 700 * mb), (510 * mb, 510 * mb),
+                                                               (530 * mb, 560 * mb)]
+    g = soak.growth(rows, SAMPLES[0], SAMPLES[-1])
+    assert g["rss_median_pct"] == pytest.approx(10 / 520 * 100) and g["rss_max_pct"] == pytest.approx(-20.0)
+    table = soak.format_table({"intervals": rows, "totals": soak.totals(TURNS), "growth": g})
+    assert "median +1.9%, highest -20.0%" in table
+    assert soak.growth(soak.interval_rows(TURNS, SAMPLES, start_wall=START, interval_s=10, count=3),
+                       SAMPLES[0], SAMPLES[-1])["rss_max_pct"] is None  # no trace, no figure
