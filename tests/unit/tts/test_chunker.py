@@ -67,9 +67,3 @@ def test_no_chunk_is_longer_than_max_words_and_long_sentences_cut_at_clauses():
     assert said and all(len(p.split()) <= 5 for p in said)
     assert " ".join(said + run_on.flush()) == "a b c d e f g h i j k l"
 
-
-def test_piper_warms_up_with_a_chunk_at_least_as_long_as_any_the_chunker_makes():
-    from app.tts.chunker import MAX_WORDS
-    from app.tts.piper import WARM_UP
-
-    assert len(WARM_UP.split()) >= MAX_WORDS
