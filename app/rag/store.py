@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,6 +30,13 @@ T = TypeVar("T")
 #: A search (acquire, maybe connect, query, maybe the one retry) gives up after this long: the reply goes on
 #: without context (``retrieval_unavailable``) instead of waiting on TCP's timeouts. A search takes ~1-5 ms.
 SEARCH_TIMEOUT_S = 2.0
+#: Hybrid search: how many candidates each ranking (cosine, full text) brings, and reciprocal rank fusion's
+#: constant (60, as in Cormack et al. 2009: a passage's score is the sum of 1 / (60 + its rank) over rankings).
+HYBRID_CANDIDATES = 20
+RRF_K = 60
+#: Words of a question the full-text side searches for (any of them).
+MAX_QUERY_WORDS = 64
+_WORDS = re.compile(r"[^\W_]+")
 #: The same bound for the other reads (ingest, ``serve``'s start).
 READ_TIMEOUT_S = 30.0
 #: A connection that died under a query: the server stopped, restarted or dropped it. Worth one more try on a
@@ -75,6 +83,32 @@ class VectorStore:
             # The pool's other connections may be dead or half-open too: the next acquire makes fresh ones.
             await self.pool.expire_connections()
             raise
+
+    async def hybrid_search(self, embedding: np.ndarray, text: str, k: int = 3, *,
+                            candidates: int = HYBRID_CANDIDATES) -> list[RetrievedPassage]:
+        """The top ``k`` by reciprocal rank fusion (:data:`RRF_K`) of the ``candidates`` nearest by cosine and
+        the ``candidates`` best by full-text rank (``ts_rank_cd`` over the question's words, any of them), in
+        one round trip. ``distance`` stays each passage's cosine distance (what the answer's gate reads)."""
+        sql = """
+            WITH q AS (SELECT websearch_to_tsquery('english', $2) AS query),
+            v AS (
+                SELECT id, row_number() OVER (ORDER BY embedding <=> $1) AS rank
+                FROM (SELECT id, embedding FROM chunks ORDER BY embedding <=> $1 LIMIT $3) nearest),
+            t AS (
+                SELECT id, row_number() OVER (ORDER BY score DESC, id) AS rank
+                FROM (SELECT c.id, ts_rank_cd(c.tsv, q.query) AS score FROM chunks c, q
+                      WHERE c.tsv @@ q.query ORDER BY score DESC LIMIT $3) matched),
+            fused AS (
+                SELECT id, sum(1.0 / ($5 + rank)) AS rrf
+                FROM (SELECT id, rank FROM v UNION ALL SELECT id, rank FROM t) ranks GROUP BY id)
+            SELECT c.id, d.source, c.title, c.content, c.embedding <=> $1 AS distance
+            FROM fused f JOIN chunks c ON c.id = f.id JOIN documents d ON d.id = c.document_id
+            ORDER BY f.rrf DESC, distance LIMIT $4"""
+        # any of the question's words (websearch syntax: "a or b"; never a syntax error, stop words dropped)
+        words = " or ".join(_WORDS.findall(text)[:MAX_QUERY_WORDS])
+        args = (embedding, words, candidates, k, RRF_K)
+        rows = await self._read(lambda conn, left: conn.fetch(sql, *args, timeout=left), self.search_timeout_s)
+        return [RetrievedPassage(r["id"], r["source"], r["title"], r["content"], float(r["distance"])) for r in rows]
 
     async def search(self, embedding: np.ndarray, k: int = 3, *, source: str | None = None) -> list[RetrievedPassage]:
         sql = (

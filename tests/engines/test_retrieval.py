@@ -31,8 +31,27 @@ async def test_retrieval_returns_sources_and_timings(stack):
     src = r.passages[0].as_source()
     assert set(src) == {"id", "source", "title", "score"}
     assert src["source"].endswith(".md")
-    assert r.passages[0].distance <= r.passages[1].distance <= r.passages[2].distance
+    assert len({p.chunk_id for p in r.passages}) == 3
     assert r.embed_ms > 0 and r.search_ms > 0
+    vec = await stack.embedder.run(stack.embedder.embed_one, "What does error E7 mean?")
+    nearest = await stack.store.search(vec, 3)
+    assert nearest[0].distance <= nearest[1].distance <= nearest[2].distance  # vectors alone: by cosine
+
+
+async def test_hybrid_search_fuses_words_and_vectors_in_one_query_and_takes_any_text(stack):
+    question = "What does error E7 mean?"
+    vec = await stack.embedder.run(stack.embedder.embed_one, question)
+    fused = await stack.store.hybrid_search(vec, question, 3)
+    assert len(fused) == 3 and len({p.chunk_id for p in fused}) == 3
+    assert "E7" in fused[0].content  # the word the caller said is in the passage ranked first
+    # distances stay cosines (the answer's gate reads them), whatever the fused order
+    assert all(0.0 <= p.distance <= 2.0 for p in fused)
+    odd = ["", "   ", "or or or", "it's \"quoted\" & (brackets) | !not :*", "-minus +plus", "e" * 10_000,
+           "\u00e9l\u00e8ve caf\u00e9 \u6f22\u5b57", "'; DROP TABLE chunks; --"]
+    for text in odd:  # never a syntax error: the words are searched for, any of them
+        found = await stack.store.hybrid_search(vec, text, 3)
+        assert len(found) == 3, text
+    assert await stack.store.count() > 0
 
 
 async def test_reingest_is_idempotent(stack):
