@@ -58,6 +58,9 @@ def cmd_models_list(args: argparse.Namespace) -> int:
         print(f"{name}: {p.description}")
         for stage in STAGES:
             cfg = p.stage(stage)
+            if stage == "answer":
+                print(f"    {stage:<9} {cfg.get('mode', 'generative')}")
+                continue
             print(f"    {stage:<9} {cfg.get('backend', '') + ' ' if stage == 'llm' else ''}{cfg.get('source', cfg.get('base_url', ''))}")
     return 0
 

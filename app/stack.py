@@ -18,6 +18,7 @@ from app.modelstore import PreparedModels, prepare
 from app.profiles import Profile, load_profile
 
 if TYPE_CHECKING:
+    from app.answer.extract import SentencePicker
     from app.asr.base import ASREngine
     from app.db.embedded import EmbeddedPostgres
     from app.llm.base import LLMEngine
@@ -47,6 +48,8 @@ class Stack:
     retriever: BaseRetriever | None = None
     llm: LLMEngine | None = None
     tts: TTSEngine | None = None
+    #: The extractive answer path's sentence picker (its sentence embeddings are shared by every session).
+    picker: SentencePicker | None = None
     load_seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -112,7 +115,17 @@ class Stack:
             entries = int(cfg.get("query_cache_entries", 256))
             cache = QueryCache(entries, near_threshold=cfg.get("near_duplicate_cosine"),
                                ttl_s=float(cfg.get("query_cache_ttl_s", 300))) if entries > 0 else None
-            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache)
+            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache,
+                                       hybrid=bool(cfg.get("hybrid", False)))
+        if self.picker is None:
+            from app.answer.extract import SentencePicker
+
+            embedder = self.embedder
+
+            async def embed(texts: list[str]) -> Any:
+                return await embedder.run(embedder.embed, texts)
+
+            self.picker = SentencePicker(embed)
 
     async def _start_llm(self) -> None:
         from app.llm import create_engine

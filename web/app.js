@@ -178,7 +178,7 @@ function spanInterval(rep, span) {
     case "prompt":
       if (at("prompt_ready") == null) return null;
       return [Math.max(at("asr_final") ?? 0, at("retrieval_end") ?? -Infinity), at("prompt_ready")];
-    case "prefill": return at("first_token") == null ? null : [at("llm_submit"), at("first_token")];
+    case "prefill": return at("llm_submit") == null || at("first_token") == null ? null : [at("llm_submit"), at("first_token")];
     case "ttft": return s.ttft == null ? null : [0, s.ttft];
     case "network_rtt": return s.network_rtt == null || s.ttft == null ? null : [s.ttft, s.ttft + s.network_rtt];
     case "ttft_client": return s.ttft_client == null ? null : [0, s.ttft_client];
@@ -202,7 +202,9 @@ function drawWaterfall(rep) {
     row.className = `wf-row${over ? " over" : ""}${ahead ? " ahead" : ""}`;
     row.dataset.span = span;
     row.dataset.ms = value == null ? "" : String(value);
-    const shown = value != null ? `${value.toFixed(1)}` : ahead ? `ahead ${rep.beside.retrieval_ahead.toFixed(0)}` : "—";
+    const noLlm = span === "prefill" && rep.answer && rep.answer.path !== "generative";
+    const shown = value != null ? `${value.toFixed(1)}` : ahead ? `ahead ${rep.beside.retrieval_ahead.toFixed(0)}`
+      : noLlm ? `no LLM (${rep.answer.path})` : "—";
     row.innerHTML = `<span class="wf-name" title="ceiling ${Math.round(ceiling)} ms">${span}</span>
       <div class="wf-track"></div><span class="wf-value">${shown}</span>`;
     if (iv) {

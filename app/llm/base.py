@@ -20,6 +20,10 @@ class LLMRequest:
     temperature: float = 0.0
     #: Token ids of the prompt, when the caller already tokenized it (see ``LLMEngine.tokenize``).
     prompt_token_ids: list[int] | None = None
+    #: Sampling penalties against loops (vLLM's ``repetition_penalty``: 1.0 is off; OpenAI's
+    #: ``frequency_penalty``: 0.0 is off).
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
 
 
 @dataclass

@@ -55,6 +55,10 @@ class OpenAIRemoteEngine(LLMEngine):
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=request.messages, max_tokens=request.max_tokens,
                 temperature=request.temperature, stream=True, stream_options={"include_usage": True},
+                frequency_penalty=request.frequency_penalty,
+                # vLLM's own sampling parameter, outside the OpenAI schema
+                extra_body={"repetition_penalty": request.repetition_penalty}
+                if request.repetition_penalty != 1.0 else None,
             )
         except Exception as exc:
             raise EngineError(f"remote LLM request failed: {type(exc).__name__}: {exc}") from exc

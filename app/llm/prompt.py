@@ -35,10 +35,12 @@ def build_messages(
     *,
     history_tokens: int = HISTORY_TOKENS,
     passage_tokens: int = PASSAGE_TOKENS,
+    hint: str | None = None,
 ) -> list[dict[str, str]]:
     """Chat messages for one turn. ``history`` is oldest-first user/assistant messages (without this question).
     Passages are taken best-first while they fit ``passage_tokens``; the best one is cut to fit if it alone
-    does not, so the prompt is never without context nor over its budget."""
+    does not, so the prompt is never without context nor over its budget. ``hint``: a line put after the
+    question (the system prompt stays byte-stable for the prefix cache)."""
     context_lines: list[str] = []
     used = 0
     for p in passages:
@@ -62,4 +64,6 @@ def build_messages(
     if kept and kept[0]["role"] == "assistant":
         kept = kept[1:]  # never start the history mid-exchange
     user = f"Context:\n{chr(10).join(context_lines)}\n\nQuestion: {question}" if context_lines else question
+    if hint:
+        user = f"{user}\n{hint}"
     return [{"role": "system", "content": instructions}, *kept, {"role": "user", "content": user}]

@@ -144,6 +144,8 @@ class VLLMLocalEngine(LLMEngine):
         params = SamplingParams(
             max_tokens=min(request.max_tokens, room),  # "inf" and large budgets end at the context's edge
             temperature=request.temperature,
+            repetition_penalty=request.repetition_penalty,
+            frequency_penalty=request.frequency_penalty,
             output_kind=_delta_kind(),
         )
         finished = False

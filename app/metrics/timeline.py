@@ -60,6 +60,9 @@ class TurnTimeline:
     ahead: dict[str, float] = field(default_factory=dict)
     #: How the query cache served this turn's retrieval: exact | near | miss | off (None: no retrieval).
     retrieval_cache: str | None = None
+    #: How the question was answered (app/answer): ``path`` declined | extractive | generative, the
+    #: profile's ``mode``, ``top_score`` (cosine to the best passage).
+    answer: dict[str, Any] | None = None
     #: The prompt's length in tokens and how many of them vLLM's prefix cache already held.
     prompt_tokens: int | None = None
     cached_prompt_tokens: int | None = None
@@ -163,5 +166,6 @@ class TurnTimeline:
             "speculative": self.speculative,
             "ahead_ms": {k: round(v, 3) for k, v in self.ahead.items()},
             "retrieval_cache": self.retrieval_cache,
+            "answer": self.answer,
             "prefix_cache": {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_prompt_tokens},
         }

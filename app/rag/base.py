@@ -7,6 +7,8 @@ import abc
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from app.rag.query_cache import QueryCache
     from app.rag.store import RetrievedPassage
@@ -21,6 +23,9 @@ class Retrieval:
     cache: str = "off"
     #: cosine to the closest cached question (None: no cache, or empty)
     similarity: float | None = None
+    #: The question's unit embedding (the cached question's on an exact hit): what the answer's sentence
+    #: picker compares with.
+    vector: np.ndarray | None = None
 
 
 class BaseRetriever(abc.ABC):

@@ -11,7 +11,9 @@ reply reaches exactly one end state and sends exactly one ``response.done``, so 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
+import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -19,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from app.answer.answerer import Answerer
 from app.audio.rates import OUTPUT_RATE
-from app.llm.base import LLMRequest
 from app.protocol import server_events as ev
 from app.protocol.events import ProtocolError, new_id
-from app.protocol.session_config import SessionConfig
+from app.protocol.session_config import DEFAULT_INSTRUCTIONS, SessionConfig
 from app.session import stages
 from app.session.conversation import Conversation, Item
 from app.session.output import ReplyOutput
@@ -98,6 +100,8 @@ class Reply:
         self._ended: tuple[str, BaseException | None] | None = None
         self._finished = False
         self._final_reported = False
+        #: The answer has started (any path): from here the turn gets a final latency report.
+        self._answering = False
 
     # --- lifecycle (the session calls these) ---------------------------------------------------------
 
@@ -191,8 +195,11 @@ class Reply:
                 "retrieval_unavailable", "the knowledge base is unavailable; answering without it",
                 type="server_error")))
         self.output.send(ev.sources(self.id, turn.item_id, [p.as_source() for p in found.passages]))
-        messages, ids = stages.build_prompt(self.stack.llm, self.tuning, opts.instructions, question, found.passages,
-                                            self.conversation.for_prompt(exclude=turn.item_id), tl)
+        answerer = Answerer(self.tuning.answer, functools.partial(stages.build_prompt, self.stack.llm, self.tuning),
+                            functools.partial(stages.generate, self.stack.llm), self.stack.picker)
+        plan = await answerer.plan(question, found, opts.instructions,
+                                   self.conversation.for_prompt(exclude=turn.item_id), tl,
+                                   custom_instructions=opts.instructions != DEFAULT_INSTRUCTIONS)
         part = "output_audio" if opts.audio else "output_text"
         item = ev.message_item(self.item_id, "assistant", "in_progress", [])
         self._item_added = True
@@ -201,16 +208,20 @@ class Reply:
         self.output.send(ev.content_part_added(self.id, self.item_id, ev.content_part(part, "")))
         self._speaker = speaker = stages.Speaker(self.stack.tts, tl, self._send_audio,
                                                  first_clause=self.tuning.first_clause) if opts.audio else None
-        request = LLMRequest(self.engine_request_id, messages, max_tokens=opts.max_tokens, prompt_token_ids=ids or None)
-        async for delta in stages.generate(self.stack.llm, request, tl):
-            self.text += delta.text
-            self._text_queued = True
-            self.output.send(ev.text_delta(self.id, self.item_id, delta.text, audio=opts.audio),
-                             on_sent=self._text_sent(delta.text))
-            if speaker is not None:
-                speaker.put(delta.text)
+        self._answering = True
+        async with contextlib.aclosing(answerer.speak(plan, self.engine_request_id, opts.max_tokens, tl)) as texts:
+            async for text in texts:
+                self._put_text(text, speaker)
         if speaker is not None:
             await speaker.finish()
+
+    def _put_text(self, text: str, speaker: stages.Speaker | None) -> None:
+        self.text += text
+        self._text_queued = True
+        self.output.send(ev.text_delta(self.id, self.item_id, text, audio=self.options.audio),
+                         on_sent=self._text_sent(text))
+        if speaker is not None:
+            speaker.put(text)
 
     # --- what reached the client ---------------------------------------------------------------------
 
@@ -311,7 +322,7 @@ class Reply:
         """Send the final latency report once the reply is finished and, when it completed, once what it queued
         first has reached the client (a media track plays audio in real time, so generation can end first)."""
         tl = self.turn.timeline
-        if not self._finished or self._final_reported or not tl.has("llm_submit"):
+        if not self._finished or self._final_reported or not self._answering:
             return False
         if self.state is ReplyState.DONE and (
                 (self._text_queued and not tl.has("first_token_sent"))

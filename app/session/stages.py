@@ -6,6 +6,7 @@ knows of wire formats or of the session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,13 @@ class Retrieved:
     passages: list[Any] = field(default_factory=list)
     #: The store could not be reached: the reply goes on without context.
     failed: bool = False
+    #: The question's embedding (for the answer's sentence picker), when the retriever made one.
+    vector: np.ndarray | None = None
+
+    @property
+    def top_score(self) -> float | None:
+        """Cosine of the question to the best passage (None: nothing found)."""
+        return 1.0 - self.passages[0].distance if self.passages else None
 
 
 async def retrieve(retriever: BaseRetriever | None, question: str, turn: UserTurn) -> Retrieved:
@@ -68,7 +76,7 @@ async def retrieve(retriever: BaseRetriever | None, question: str, turn: UserTur
             log.warning("retrieval failed; answering without context", exc_info=True)
             out.failed = True
         else:
-            out.passages = r.passages
+            out.passages, out.vector = r.passages, r.vector
             tl.retrieval_cache = r.cache
             if r.cache in ("exact", "near") and turn.prefetch_ms is not None and "retrieval_ahead" not in tl.measured:
                 tl.measured["retrieval_ahead"] = turn.prefetch_ms  # the search was done on a partial
@@ -77,10 +85,11 @@ async def retrieve(retriever: BaseRetriever | None, question: str, turn: UserTur
 
 
 def build_prompt(llm: LLMEngine, tuning: PipelineTuning, instructions: str, question: str, passages: list[Any],
-                 history: list[dict[str, str]], timeline: TurnTimeline) -> tuple[list[dict[str, str]], list[int]]:
+                 history: list[dict[str, str]], timeline: TurnTimeline, *,
+                 hint: str | None = None) -> tuple[list[dict[str, str]], list[int]]:
     """Chat messages and their token ids; marks ``prompt_ready``."""
     messages = build_messages(instructions, question, passages, history, llm.count_tokens,
-                              passage_tokens=tuning.context_tokens, history_tokens=tuning.history_tokens)
+                              passage_tokens=tuning.context_tokens, history_tokens=tuning.history_tokens, hint=hint)
     ids = llm.tokenize(messages)
     timeline.mark("prompt_ready")
     return messages, ids
@@ -90,15 +99,16 @@ async def generate(llm: LLMEngine, request: LLMRequest, timeline: TurnTimeline) 
     """The engine's stream with its counters recorded on the timeline; marks ``llm_submit``, ``first_token``.
     Yields only deltas that carry text."""
     timeline.mark("llm_submit")
-    async for d in llm.stream(request):
-        timeline.tokens = d.num_tokens
-        if d.spec_decoding is not None:
-            timeline.spec = d.spec_decoding
-        if d.prompt_tokens is not None and timeline.prompt_tokens is None:
-            timeline.prompt_tokens, timeline.cached_prompt_tokens = d.prompt_tokens, d.cached_prompt_tokens
-        if d.text:
-            timeline.mark("first_token")
-            yield d
+    async with contextlib.aclosing(llm.stream(request)) as stream:  # closed (request aborted) when we stop early
+        async for d in stream:
+            timeline.tokens = d.num_tokens
+            if d.spec_decoding is not None:
+                timeline.spec = d.spec_decoding
+            if d.prompt_tokens is not None and timeline.prompt_tokens is None:
+                timeline.prompt_tokens, timeline.cached_prompt_tokens = d.prompt_tokens, d.cached_prompt_tokens
+            if d.text:
+                timeline.mark("first_token")
+                yield d
 
 
 class Speaker:

@@ -6,8 +6,9 @@ session itself acts on (when to speculate, partials, prompt budgets, the first T
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from app.answer.policy import AnswerPolicy
 from app.profiles import Profile
 
 
@@ -25,6 +26,8 @@ class PipelineTuning:
     history_tokens: int = 384
     #: The first TTS chunk is the first clause or six words (``[tts] first_clause``).
     first_clause: bool = True
+    #: How questions are answered (``[answer]``: app/answer/policy.py).
+    answer: AnswerPolicy = field(default_factory=AnswerPolicy)
 
     @classmethod
     def from_profile(cls, profile: Profile) -> "PipelineTuning":
@@ -38,4 +41,5 @@ class PipelineTuning:
             context_tokens=int(llm.get("context_tokens", d.context_tokens)),
             history_tokens=int(llm.get("history_tokens", d.history_tokens)),
             first_clause=bool(tts.get("first_clause", d.first_clause)),
+            answer=AnswerPolicy.from_stage(profile.stage("answer")),
         )

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from app.sdk import RealtimeClient
+from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -15,7 +16,7 @@ async def test_speech_during_the_reply_cancels_it_within_300_ms(ws_url, speak, s
     question = speak("Can you tell me everything about how the warranty works and what it covers?")
     interruption = speak("Wait, stop. I have another question about my order.")
     async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.update_session(max_output_tokens=300)
+        await client.update_session(max_output_tokens=300, instructions=GENERATIVE_INSTRUCTIONS)
         sender = asyncio.ensure_future(client.send_wav(str(question), realtime=True))
         first_resp = None
         barge = None
@@ -72,7 +73,8 @@ async def test_speech_during_the_reply_cancels_it_within_300_ms(ws_url, speak, s
 
 async def test_response_cancel_event(ws_url):
     async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.update_session(output_modalities=["text"], max_output_tokens=300)
+        await client.update_session(output_modalities=["text"], max_output_tokens=300,
+                                    instructions=GENERATIVE_INSTRUCTIONS)
         await client.send_text("Tell me everything about the warranty, the returns and the filters.")
         await client.wait_for("response.output_text.delta", timeout=60)
         await client.cancel_response()

@@ -20,8 +20,11 @@ def check_latency(lat, *, spoken: bool, with_audio: bool) -> None:
     m, s = lat.marks, lat.spans
     assert lat.final and lat.outcome == "completed"
     speculative = lat.raw.get("speculative", False)
-    expected = ["turn_commit", "asr_final", "prompt_ready", "llm_submit", "first_token", "first_token_sent",
-                "response_done"]
+    generative = lat.raw["answer"]["path"] == "generative"  # else extractive or declined: no LLM call
+    expected = ["turn_commit", "asr_final", "prompt_ready", "first_token", "first_token_sent", "response_done"]
+    expected += ["llm_submit"] if generative else []
+    if not generative:
+        assert "llm_submit" not in m and s["prefill"] is None
     if not speculative:
         expected += ["retrieval_start", "retrieval_end"]
     if spoken:
@@ -32,10 +35,11 @@ def check_latency(lat, *, spoken: bool, with_audio: bool) -> None:
     if speculative:
         # prepared at the first pause: the engine ran before the commit, the client got nothing before it
         order = ["speech_start", "speech_end", "turn_commit", "asr_final", "prompt_ready", "first_token_sent"]
-        assert m["llm_submit"] <= m["first_token"] <= m["first_token_sent"]
+        assert m.get("llm_submit", m["first_token"]) <= m["first_token"] <= m["first_token_sent"]
         assert s["retrieval"] is not None or lat.beside["retrieval_ahead"] is not None
     else:
-        order = (["speech_start", "speech_end"] if spoken else []) + CRITICAL_PATH
+        order = (["speech_start", "speech_end"] if spoken else []) + [
+            k for k in CRITICAL_PATH if generative or k != "llm_submit"]
     values = [m[k] for k in order]
     assert values == sorted(values), f"marks out of order: {dict(zip(order, values))}"
     if with_audio:
@@ -46,12 +50,14 @@ def check_latency(lat, *, spoken: bool, with_audio: bool) -> None:
     if "retrieval_start" in m:
         assert s["retrieval"] == pytest.approx(m["retrieval_end"] - m["retrieval_start"], abs=0.01)
     assert s["prompt"] == pytest.approx(m["prompt_ready"] - max(m["asr_final"], m.get("retrieval_end", 0)), abs=0.01)
-    assert s["prefill"] == pytest.approx(m["first_token"] - m["llm_submit"], abs=0.01)
+    if generative:
+        assert s["prefill"] == pytest.approx(m["first_token"] - m["llm_submit"], abs=0.01)
     assert s["ttft"] == pytest.approx(m["first_token_sent"] - m["turn_commit"], abs=0.01)
     if not speculative:  # every stage on the critical path: they add up to ttft
-        gaps = (m["retrieval_start"] - m["asr_final"]) + (m["llm_submit"] - m["prompt_ready"]) + \
+        submit = m.get("llm_submit", m["first_token"])  # no LLM: the text is ready at first_token
+        gaps = (m["retrieval_start"] - m["asr_final"]) + (submit - m["prompt_ready"]) + \
             (m["first_token_sent"] - m["first_token"])
-        total = s["asr_finalize"] + s["retrieval"] + s["prompt"] + s["prefill"] + gaps
+        total = s["asr_finalize"] + s["retrieval"] + s["prompt"] + (s["prefill"] or 0.0) + gaps
         assert total == pytest.approx(s["ttft"], abs=0.05)
     assert s["network_rtt"] is not None and 0 < s["network_rtt"] < 1000
     assert s["gateway"] is not None and 0 <= s["gateway"] < 1000

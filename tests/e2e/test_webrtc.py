@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
+
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
 
@@ -217,7 +219,8 @@ async def test_barge_in_over_webrtc(server, speak, stack):
         status, _, body = await client.call()
         assert status == 201, body
         await client.wait_for("session.created", timeout=30)
-        client.send({"type": "session.update", "session": {"max_output_tokens": 300}})
+        client.send({"type": "session.update", "session": {"max_output_tokens": 300,
+                                                            "instructions": GENERATIVE_INSTRUCTIONS}})
         mic.push(None, question)
         started = await client.wait_for("output_audio_buffer.started", timeout=120)
         first = started["response_id"]

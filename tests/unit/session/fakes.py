@@ -66,6 +66,8 @@ class FakeASR(ASREngine):
 class FakePassage:
     title: str = "When to Replace the Filter"
     content: str = "Replace it every nine months."
+    chunk_id: int = 1
+    distance: float = 0.1
 
     def as_source(self):
         return {"id": 1, "source": "product.md", "title": self.title, "score": 0.9}
@@ -253,13 +255,22 @@ class RecordingTransport:
         return [e for e in self.events if e["type"] == type_]
 
 
+def generative_profile():
+    """cpu-tiny with the answer left to the (fake) LLM, no gate: these tests are about the session's mechanics;
+    the answer's paths have tests of their own (tests/unit/answer, test_reply.py)."""
+    from dataclasses import replace
+
+    profile = load_profile("cpu-tiny")
+    return replace(profile, stages={k: v for k, v in profile.stages.items() if k != "answer"})
+
+
 def make_session(llm=None, retriever=None, speculative=False):
     from dataclasses import replace
 
     from app.protocol import SessionConfig
 
-    stack = SimpleNamespace(profile=load_profile("cpu-tiny"), vad_session=FakeVADSession(), asr=FakeASR(),
-                            retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS())
+    stack = SimpleNamespace(profile=generative_profile(), vad_session=FakeVADSession(), asr=FakeASR(),
+                            retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS(), picker=None)
     transport = FakeTransport()
     session = RealtimeSession(stack, transport,
                               config=replace(SessionConfig(id="sess_test"), speculative_turns=speculative))

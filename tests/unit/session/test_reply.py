@@ -35,18 +35,19 @@ TEXT_REPLY = (["response.created", "sub250.sources", "response.output_item.added
                  "conversation.item.done", "response.done", "sub250.turn.latency"])
 
 
-def build(*, held=False, audio=None, modalities=TEXT, llm=None, tts=None, asr=None, transport=None):
+def build(*, held=False, audio=None, modalities=TEXT, llm=None, tts=None, asr=None, transport=None,
+          retriever=None, picker=None, tuning=None):
     """A reply to QUESTION (typed, or spoken when ``audio`` is given), started; nothing awaited yet."""
     transport = transport or RecordingTransport()
-    stack = SimpleNamespace(asr=asr or FakeASR(), retriever=FakeRetriever(), llm=llm or FakeLLM(abort_on_close=False),
-                            tts=tts or FakeTTS())
+    stack = SimpleNamespace(asr=asr or FakeASR(), retriever=retriever or FakeRetriever(),
+                            llm=llm or FakeLLM(abort_on_close=False), tts=tts or FakeTTS(), picker=picker)
     turn = UserTurn.new("item_user", transcript=None if audio is not None else QUESTION)
     turn.timeline.mark("turn_commit")
     conversation = Conversation()
     conversation.add(Item(turn.item_id, "user", "input_audio" if audio is not None else "input_text", turn.transcript))
     stats = SessionStats()
     output = ReplyOutput(transport, "resp_1", "item_reply", held=held)
-    reply = Reply(turn, ReplyOptions("Be brief.", modalities, 64), stack=stack, tuning=PipelineTuning(),
+    reply = Reply(turn, ReplyOptions("Be brief.", modalities, 64), stack=stack, tuning=tuning or PipelineTuning(),
                   conversation=conversation, output=output, stats=stats, conversation_id="sess_1", audio=audio,
                   started_ns=now_ns())
     tasks = TaskSet()
@@ -141,7 +142,7 @@ async def test_an_audio_reply_sends_its_audio_then_says_it_is_done():
 
 
 async def test_cancel_mid_stream_aborts_the_engine_and_says_done_once():
-    llm = FakeLLM(words=["word"] * 200, abort_on_close=False, pause=asyncio.Event(), pause_at=5)
+    llm = FakeLLM(words=[f"word{i}" for i in range(200)], abort_on_close=False, pause=asyncio.Event(), pause_at=5)
     r = build(llm=llm)
     await wait_until(lambda: len(r.t.of("response.output_text.delta")) >= 3, what="three deltas")
     r.reply.cancel("turn_detected")
@@ -167,7 +168,7 @@ async def test_cancel_mid_stream_aborts_the_engine_and_says_done_once():
 
 
 async def test_cancel_keeps_in_the_conversation_only_the_text_that_left():
-    llm = FakeLLM(words=["word"] * 200, delay=0.002, abort_on_close=False)
+    llm = FakeLLM(words=[f"word{i}" for i in range(200)], delay=0.002, abort_on_close=False)
     t = RecordingTransport(delayed=True)
     r = build(llm=llm, transport=t)
     await wait_until(lambda: len(t.of("response.output_text.delta")) >= 3, what="three deltas")
@@ -361,7 +362,7 @@ async def test_a_held_reply_adopted_mid_stream_goes_on_live():
 
 
 async def test_a_held_reply_discarded_mid_stream_never_reaches_the_transport_and_is_aborted():
-    llm = FakeLLM(words=["word"] * 200, abort_on_close=False, pause=asyncio.Event(), pause_at=5)
+    llm = FakeLLM(words=[f"word{i}" for i in range(200)], abort_on_close=False, pause=asyncio.Event(), pause_at=5)
     r = build(held=True, llm=llm, modalities=AUDIO)
     await wait_until(lambda: r.turn.timeline.has("first_token"), what="the first token")
     r.reply.discard()
@@ -451,7 +452,7 @@ async def test_audio_leaving_before_the_text_gives_an_early_report_then_one_fina
 async def test_no_audio_reaches_the_transport_after_the_reply_ended(how):
     gate = threading.Event()
     tts = ToneTTS(gate=gate)
-    words = "Hello there, this is the first sentence and it goes on".split() + ["word"] * 100
+    words = "Hello there, this is the first sentence and it goes on".split() + [f"word{i}" for i in range(100)]
     llm = FakeLLM(words=words, delay=0.002, abort_on_close=False, fail=how == "failed", fail_at=20)
     r = build(modalities=AUDIO, llm=llm, tts=tts)
     await wait_until(tts.entered.is_set, what="the first synthesis")
@@ -476,3 +477,32 @@ async def test_truncate_after_the_audio_left_scales_by_all_of_the_reply_audio():
     item = r.conversation.truncate("item_reply", int(total_ms / 2))
     assert len(item.text.split()) <= len(ANSWER.split()) // 2 + 1
 
+
+
+# --- the answer's paths (app/answer) --------------------------------------------------------------
+
+
+async def test_a_declined_question_is_answered_with_the_fixed_text_and_no_engine_request():
+    from dataclasses import replace
+
+    from app.answer.policy import DECLINE_TEXT, AnswerPolicy
+
+    llm = FakeLLM(abort_on_close=False)
+    r = build(llm=llm, modalities=AUDIO, tuning=replace(PipelineTuning(), answer=AnswerPolicy(min_score=0.95)))
+    await ended(r.reply)
+    assert r.reply.state is ReplyState.DONE and llm.requests == [] and llm.prompts == []
+    assert r.reply.text == DECLINE_TEXT and r.conversation.get("item_reply").text == DECLINE_TEXT
+    assert r.t.calls.count(("audio_done", "resp_1")) == 1 and r.reply.audio_sent_ms > 0
+    (final,) = [e for e in r.t.of("sub250.turn.latency") if e["final"]]
+    assert final["answer"]["path"] == "declined" and final["spans"]["prefill"] is None
+    assert final["spans"]["ttft"] is not None
+
+
+async def test_a_looping_reply_is_stopped_at_the_second_time_and_its_request_aborted():
+    llm = FakeLLM(words="It is a high-end, high-end, high-end, high-end purifier.".split(), abort_on_close=True)
+    r = build(llm=llm)
+    await ended(r.reply)
+    assert r.reply.state is ReplyState.DONE
+    assert r.reply.text == "It is a high-end, high-end," and llm.aborted == [r.reply.engine_request_id]
+    (final,) = [e for e in r.t.of("sub250.turn.latency") if e["final"]]
+    assert final["answer"]["stopped_loop"] == "high end"

@@ -40,7 +40,7 @@ async def test_spoken_turn_flows_through_every_stage():
 
 
 async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():
-    llm = FakeLLM(words=["word"] * 200, delay=0.01)
+    llm = FakeLLM(words=[f"word{i}" for i in range(200)], delay=0.01)
     session, t, stack = make_session(llm=llm)
     await feed(session, speech(0.8) + silence(0.8))
     await wait_for(t, "response.output_audio_transcript.delta", 5)
@@ -93,7 +93,7 @@ async def test_client_commit_mode():
 
 
 async def test_close_stops_a_running_reply():
-    llm = FakeLLM(words=["word"] * 500, delay=0.01)
+    llm = FakeLLM(words=[f"word{i}" for i in range(500)], delay=0.01)
     session, t, _ = make_session(llm=llm)
     await feed(session, speech(0.8) + silence(0.8))
     await wait_for(t, "response.output_audio_transcript.delta")

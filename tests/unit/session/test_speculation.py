@@ -39,7 +39,7 @@ class Held:
         self.stats = SessionStats()
         self.tasks = TaskSet()
         self.stack = SimpleNamespace(asr=FakeASR(), retriever=FakeRetriever(), llm=FakeLLM(abort_on_close=False),
-                                     tts=FakeTTS())
+                                     tts=FakeTTS(), picker=None)
 
     def reply(self, turn: UserTurn, rid: str) -> Reply:
         self.conversation.add(Item(turn.item_id, "user", "input_text", turn.transcript))

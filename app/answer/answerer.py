@@ -1,0 +1,134 @@
+"""One question's answer plan: declined, extractive or generative, from the retrieval and the policy.
+
+The plan is made after retrieval and before anything is said. A declined or extractive plan carries its
+whole text (no LLM call: the fastest turns there are); a generative one carries the prompt. Marks
+``prompt_ready`` on the timeline either way, and records the path on it for the turn's report.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.answer.extract import Extract, SentencePicker
+from app.answer.loops import find_loop
+from app.answer.policy import AnswerPolicy
+from app.llm.base import LLMRequest, TokenDelta
+from app.metrics.timeline import TurnTimeline
+
+log = logging.getLogger(__name__)
+
+#: ``(request, timeline) -> the engine's text deltas`` (the session's ``stages.generate`` with its engine bound).
+Generator = Callable[[LLMRequest, TurnTimeline], AsyncIterator[TokenDelta]]
+
+#: ``(instructions, question, passages, history, timeline, hint=) -> (messages, token ids)``, marking
+#: ``prompt_ready`` (the session's ``stages.build_prompt`` with its engine and budgets bound).
+PromptBuilder = Callable[..., tuple[list[dict[str, str]], list[int]]]
+
+
+class Found(Protocol):
+    """What retrieval found (``app.session.stages.Retrieved``)."""
+
+    passages: list[Any]
+    failed: bool
+    vector: Any
+
+    @property
+    def top_score(self) -> float | None: ...
+
+#: Said to the model after a borderline question (between ``min_score`` and ``borderline_score``).
+BORDERLINE_HINT = "If the context does not answer the question, say that you do not know."
+
+DECLINED, EXTRACTIVE, GENERATIVE = "declined", "extractive", "generative"
+
+
+@dataclass(frozen=True)
+class ContextPassage:
+    """A passage made for the prompt (the grounded mode's extract)."""
+
+    title: str
+    content: str
+
+
+@dataclass
+class Plan:
+    path: str
+    top_score: float | None
+    #: declined / extractive: the whole reply
+    text: str = ""
+    messages: list[dict[str, str]] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    extract: Extract | None = None
+
+
+class Answerer:
+    def __init__(self, policy: AnswerPolicy, build_prompt: PromptBuilder, generate: Generator,
+                 picker: SentencePicker | None) -> None:
+        self.policy, self.build_prompt, self.generate, self.picker = policy, build_prompt, generate, picker
+
+    async def speak(self, plan: Plan, request_id: str, max_tokens: int, timeline: TurnTimeline) -> AsyncIterator[str]:
+        """The reply's text as it comes: the plan's whole text at once (marks ``first_token``), or the engine's
+        deltas, stopped - and the request aborted - at the first phrase said twice (``stop_loops``)."""
+        if plan.text:
+            timeline.mark("first_token")
+            yield plan.text
+            return
+        p = self.policy
+        request = LLMRequest(request_id, plan.messages, max_tokens=max_tokens, prompt_token_ids=plan.ids or None,
+                             repetition_penalty=p.repetition_penalty, frequency_penalty=p.frequency_penalty)
+        text = ""
+        async with contextlib.aclosing(self.generate(request, timeline)) as deltas:
+            async for delta in deltas:
+                text += delta.text
+                yield delta.text
+                if p.stop_loops and (phrase := find_loop(text, repeats=2)) is not None:
+                    log.info("request %s: stopped at a phrase loop (%r)", request_id, phrase)
+                    timeline.answer = dict(timeline.answer or {}, stopped_loop=phrase)
+                    return  # closing the stream aborts the engine request
+
+    async def plan(self, question: str, found: Found, instructions: str,
+                   history: list[dict[str, str]], timeline: TurnTimeline, *, custom_instructions: bool = False) -> Plan:
+        """``custom_instructions``: the client set its own instructions (``session.update`` or
+        ``response.create``): they are the model's to follow, so the extractive mode answers generatively."""
+        p = self.policy
+        if custom_instructions and p.mode == "extractive":
+            p = dataclasses.replace(p, mode="generative")
+        score = found.top_score
+        plan = await self._choose(p, question, found, instructions, history, timeline, score)
+        timeline.answer = {"path": plan.path, "mode": p.mode,
+                           "top_score": None if score is None else round(score, 4)}
+        if plan.extract is not None:
+            timeline.answer["extract_score"] = round(plan.extract.score, 4)
+        return plan
+
+    async def _choose(self, p: AnswerPolicy, question: str, found: Found, instructions: str,
+                      history: list[dict[str, str]], timeline: TurnTimeline, score: float | None) -> Plan:
+        # A store that could not be reached says nothing about the question: answer without context.
+        if not found.failed and p.min_score > 0 and (score is None or score < p.min_score):
+            timeline.mark("prompt_ready")
+            return Plan(DECLINED, score, text=p.decline_text)
+        extract = await self._extract(p, question, found) if p.mode in ("extractive", "grounded") else None
+        if (not found.failed and p.mode != "generative" and p.min_extract_score > 0
+                and (extract is None or extract.score < p.min_extract_score)):
+            timeline.mark("prompt_ready")
+            return Plan(DECLINED, score, text=p.decline_text, extract=extract)
+        if p.mode == "extractive" and extract is not None:
+            timeline.mark("prompt_ready")
+            return Plan(EXTRACTIVE, score, text=extract.text, extract=extract)
+        passages: list[Any] = found.passages
+        if extract is not None:  # grounded: the model sees only the sentences that answer
+            passages = [ContextPassage(found.passages[0].title, extract.text)]
+        hint = BORDERLINE_HINT if score is not None and score < p.borderline_score else None
+        messages, ids = self.build_prompt(instructions, question, passages, history, timeline, hint=hint)
+        return Plan(GENERATIVE, score, messages=messages, ids=ids, extract=extract)
+
+    async def _extract(self, p: AnswerPolicy, question: str, found: Found) -> Extract | None:
+        if self.picker is None or found.vector is None or not found.passages:
+            return None
+        return await self.picker.pick(found.vector, found.passages, sentences=p.sentences,
+                                      passages_searched=p.extract_passages, question=question,
+                                      lexical_weight=p.lexical_weight)

@@ -1,0 +1,103 @@
+"""The extractive path: the sentence(s) of the retrieved passages closest to the question, chosen with the
+embedder the retrieval already runs (MiniLM: the question's vector is the retrieval's own).
+
+A passage's sentences are embedded once and kept (least recently used out) by chunk id and content, so a
+passage costs one batch of embeddings the first time it answers anything and nothing after.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: A sentence ends at ., ! or ? followed by a space and a capital letter or digit (the KB's prose; "0.1
+#: microns" and "U.S." stay whole).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+#: A first pick shorter than this many words gets its next sentence too ("Yes." alone answers nothing).
+MIN_WORDS = 6
+#: Words of a question that say nothing of its subject (fillers of spoken questions included).
+FUNCTION_WORDS = frozenset("""
+a an the and or but if so of to in on at for from by with about as is are was were be been do does did can
+could should would will shall may might must i me my we our you your it its this that these those there here
+what which who whom whose when where why how much many long often any some there's it's i'm what's how's
+uh um er like just really gonna wanna kinda okay ok well hey hi please tell know need get got have has had
+""".split())
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def content_stems(text: str) -> set[str]:
+    """The text's subject words, each cut to its first five letters ("weighs" and "weigh" meet)."""
+    return {w[:5] for w in _WORD.findall(text.lower()) if w not in FUNCTION_WORDS}
+
+
+def lexical_overlap(question: set[str], sentence: str) -> float:
+    """Share of the question's subject words the sentence has (0 when the question has none)."""
+    return len(question & content_stems(sentence)) / len(question) if question else 0.0
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+@dataclass(frozen=True)
+class Extract:
+    text: str
+    #: cosine of the question to the chosen sentence
+    score: float
+    chunk_id: int
+    sentences: tuple[int, ...]
+
+
+class SentencePicker:
+    """``embed`` turns a list of texts into unit vectors (n, dim), off the event loop."""
+
+    def __init__(self, embed: Callable[[list[str]], Awaitable[np.ndarray]], *, max_passages: int = 1024) -> None:
+        self._embed = embed
+        self._cache: OrderedDict[tuple[int, str], tuple[list[str], np.ndarray]] = OrderedDict()
+        self.max_passages = max_passages
+
+    async def _sentences(self, passage: Any) -> tuple[list[str], np.ndarray]:
+        key = (passage.chunk_id, passage.content)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        sentences = split_sentences(passage.content)
+        vectors = await self._embed(sentences) if sentences else np.zeros((0, 0), dtype=np.float32)
+        self._cache[key] = (sentences, vectors)
+        while len(self._cache) > self.max_passages:
+            self._cache.popitem(last=False)
+        return sentences, vectors
+
+    async def pick(self, question_vector: np.ndarray, passages: Sequence[Any], *, sentences: int = 1,
+                   passages_searched: int = 1, question: str = "", lexical_weight: float = 0.0) -> Extract | None:
+        """The best sentence among the first ``passages_searched`` passages, with the ones after it up to
+        ``sentences`` in all (in the passage's order, as it reads), or None when there is nothing to pick.
+        A sentence's score is its cosine to the question plus ``lexical_weight`` times the share of the
+        question's subject words it contains (:func:`lexical_overlap`)."""
+        best: tuple[float, Any, list[str], int] | None = None
+        stems = content_stems(question) if lexical_weight else set()
+        for passage in passages[:max(passages_searched, 1)]:
+            texts, vectors = await self._sentences(passage)
+            if not texts:
+                continue
+            scores = vectors @ question_vector
+            if stems:
+                scores = scores + lexical_weight * np.array([lexical_overlap(stems, t) for t in texts])
+            i = int(np.argmax(scores))
+            if best is None or scores[i] > best[0]:
+                best = (float(scores[i]), passage, texts, i)
+        if best is None:
+            return None
+        score, passage, texts, i = best
+        take = [i]
+        while len(take) < max(sentences, 1) and take[-1] + 1 < len(texts):
+            take.append(take[-1] + 1)
+        if sum(len(texts[j].split()) for j in take) < MIN_WORDS and take[-1] + 1 < len(texts):
+            take.append(take[-1] + 1)
+        return Extract(" ".join(texts[j] for j in take), score, passage.chunk_id, tuple(take))

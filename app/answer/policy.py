@@ -1,0 +1,69 @@
+"""What a profile chooses about answers (``[answer]``), read once into typed fields with documented defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.errors import ConfigError
+
+MODES = ("generative", "grounded", "extractive")
+
+#: The fixed reply of the declined path: says what the assistant can help with, invents nothing.
+DECLINE_TEXT = ("Sorry, I can only help with questions about Halden products: the Aero purifier, its filters, "
+                "setup, your account, returns and the warranty.")
+
+
+@dataclass(frozen=True)
+class AnswerPolicy:
+    #: ``generative``: the LLM answers from the retrieved passages. ``grounded``: the LLM answers from the
+    #: passage's sentences closest to the question only. ``extractive``: those sentences are the answer.
+    mode: str = "generative"
+    #: The out-of-scope gate: below this cosine of the question to the best passage, the fixed
+    #: ``decline_text`` answers (no LLM call). 0 turns the gate off.
+    min_score: float = 0.0
+    #: The same gate on the extract (``extractive`` / ``grounded``): below this cosine of the question to the
+    #: best sentence found, the question is declined. 0 turns it off.
+    min_extract_score: float = 0.0
+    #: From ``min_score`` up to this cosine the question is borderline: a generative prompt tells the model
+    #: to say it does not know when the context does not answer.
+    borderline_score: float = 0.0
+    decline_text: str = DECLINE_TEXT
+    #: Sentences an extract holds (the best one and those after it).
+    sentences: int = 2
+    #: Passages searched for the extract's best sentence (best-first).
+    extract_passages: int = 1
+    #: Weight of the question's subject words found in a sentence, beside its cosine, when picking it.
+    lexical_weight: float = 0.0
+    #: vLLM sampling penalties (1.0 / 0.0: off).
+    repetition_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    #: Stop a generated reply at the first phrase loop (app/answer/loops.py).
+    stop_loops: bool = True
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"[answer] mode = {self.mode!r} is not one of {', '.join(MODES)}",
+                              "fix the profile's [answer] section")
+        if not all(0.0 <= v <= 1.0 for v in (self.min_score, self.min_extract_score, self.borderline_score)):
+            raise ConfigError("[answer] min_score, min_extract_score and borderline_score are cosines between 0 and 1",
+                              "fix the profile's [answer] section")
+        if self.sentences < 1 or self.extract_passages < 1:
+            raise ConfigError("[answer] sentences and extract_passages must be at least 1",
+                              "fix the profile's [answer] section")
+
+    @classmethod
+    def from_stage(cls, cfg: dict) -> "AnswerPolicy":
+        d = cls()
+        return cls(
+            mode=str(cfg.get("mode", d.mode)),
+            min_score=float(cfg.get("min_score", d.min_score)),
+            min_extract_score=float(cfg.get("min_extract_score", d.min_extract_score)),
+            borderline_score=float(cfg.get("borderline_score", d.borderline_score)),
+            decline_text=str(cfg.get("decline_text", d.decline_text)),
+            sentences=int(cfg.get("sentences", d.sentences)),
+            extract_passages=int(cfg.get("extract_passages", d.extract_passages)),
+            lexical_weight=float(cfg.get("lexical_weight", d.lexical_weight)),
+            repetition_penalty=float(cfg.get("repetition_penalty", d.repetition_penalty)),
+            frequency_penalty=float(cfg.get("frequency_penalty", d.frequency_penalty)),
+            stop_loops=bool(cfg.get("stop_loops", d.stop_loops)),
+        )

@@ -1,0 +1,40 @@
+"""How the real server answers (app/answer, the default profile's [answer]): an out-of-scope question gets the
+fixed reply without an LLM call, an in-scope one is answered from the passage, and the turn report says
+which path answered."""
+
+import pytest
+
+from app.answer.policy import DECLINE_TEXT
+from app.sdk import RealtimeClient
+
+pytestmark = pytest.mark.engines
+TEST_KEY = "sk-sub250-test-0123456789"
+
+
+async def ask(ws_url, question, *, audio=False):
+    async with RealtimeClient(ws_url, TEST_KEY) as client:
+        if not audio:
+            await client.update_session(output_modalities=["text"])
+        await client.send_text(question)
+        return await client.collect_turn(timeout=60)
+
+
+async def test_an_out_of_scope_question_is_declined_without_the_llm(ws_url, stack):
+    result = await ask(ws_url, "Who won the football world cup in 2018?", audio=True)
+    assert result.status == "completed" and result.reply == DECLINE_TEXT
+    assert result.audio_seconds > 1.0  # spoken, like any reply
+    raw = result.latency.raw
+    assert raw["answer"]["path"] == "declined"
+    assert raw["answer"]["top_score"] < stack.profile.stage("answer")["min_score"]
+    assert "llm_submit" not in raw["marks"] and raw["spans"]["prefill"] is None
+    assert raw["spans"]["ttft"] is not None and raw["final"]
+
+
+async def test_an_in_scope_question_is_answered_with_its_fact_and_the_path_is_reported(ws_url, stack):
+    result = await ask(ws_url, "How much does the Halden Aero cost?")
+    raw = result.latency.raw
+    assert result.status == "completed" and result.reply != DECLINE_TEXT
+    assert raw["answer"]["path"] in ("extractive", "generative")
+    assert raw["answer"]["mode"] == stack.profile.stage("answer").get("mode", "generative")
+    assert raw["answer"]["top_score"] >= stack.profile.stage("answer")["min_score"]
+    assert result.sources and result.sources[0]["title"] == "Halden Aero at a Glance"

@@ -1,0 +1,111 @@
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from app.answer.answerer import BORDERLINE_HINT, Answerer
+from app.answer.extract import SentencePicker
+from app.answer.policy import DECLINE_TEXT, AnswerPolicy
+from app.errors import ConfigError
+from app.metrics.timeline import TurnTimeline
+from app.session.stages import Retrieved, build_prompt, generate
+from app.session.tuning import PipelineTuning
+from tests.unit.answer.test_extract import GLANCE, Embed, bag
+from tests.unit.session.fakes import FakeLLM
+
+
+@dataclass(frozen=True)
+class Found:
+    chunk_id: int
+    content: str
+    distance: float
+    title: str = "Halden Aero at a Glance"
+
+
+def retrieved(score, content=GLANCE.content, failed=False):
+    passages = [] if score is None else [Found(1, content, 1.0 - score)]
+    return Retrieved(passages=passages, failed=failed, vector=bag("how much does it cost in dollars"))
+
+
+async def plan(policy, found, llm=None):
+    llm = llm or FakeLLM()
+    tl = TurnTimeline("t")
+    build = functools.partial(build_prompt, llm, PipelineTuning())
+    p = await Answerer(policy, build, functools.partial(generate, llm), SentencePicker(Embed())).plan(
+        "How much does the Aero cost?", found, "Be brief.", [], tl)
+    return p, tl, llm
+
+
+async def test_below_the_gate_the_fixed_reply_answers_and_no_prompt_is_built():
+    p, tl, llm = await plan(AnswerPolicy(min_score=0.3), retrieved(0.12))
+    assert (p.path, p.text, p.messages) == ("declined", DECLINE_TEXT, [])
+    assert llm.prompts == [] and tl.has("prompt_ready")
+    assert tl.answer == {"path": "declined", "mode": "generative", "top_score": 0.12}
+
+
+async def test_nothing_found_is_declined_but_a_dead_store_is_answered_without_context():
+    p, _, _ = await plan(AnswerPolicy(min_score=0.3), retrieved(None))
+    assert p.path == "declined"
+    p, _, llm = await plan(AnswerPolicy(min_score=0.3), Retrieved(failed=True))
+    assert p.path == "generative" and llm.prompts[0][-1]["content"] == "How much does the Aero cost?"
+
+
+async def test_the_gate_off_sends_every_question_to_the_model():
+    p, _, _ = await plan(AnswerPolicy(min_score=0.0), retrieved(0.01))
+    assert p.path == "generative"
+
+
+async def test_a_borderline_question_gets_the_hint_and_a_clear_one_does_not():
+    policy = AnswerPolicy(min_score=0.2, borderline_score=0.4)
+    p, _, _ = await plan(policy, retrieved(0.3))
+    assert p.messages[-1]["content"].endswith(BORDERLINE_HINT)
+    p, _, _ = await plan(policy, retrieved(0.6))
+    assert BORDERLINE_HINT not in p.messages[-1]["content"]
+    assert p.messages[0] == {"role": "system", "content": "Be brief."}  # the cached prefix stays the same
+
+
+async def test_extractive_speaks_the_closest_sentences_without_the_model():
+    p, tl, llm = await plan(AnswerPolicy(mode="extractive", sentences=1), retrieved(0.7))
+    assert p.path == "extractive" and p.text == "It costs three hundred and twenty-nine dollars from the Halden store."
+    assert llm.prompts == [] and tl.answer["extract_score"] > 0.5
+
+
+async def test_grounded_gives_the_model_only_the_extract():
+    p, _, _ = await plan(AnswerPolicy(mode="grounded", sentences=1), retrieved(0.7))
+    user = p.messages[-1]["content"]
+    assert p.path == "generative" and "twenty-nine dollars" in user and "weighs" not in user
+
+
+@pytest.mark.parametrize("cfg", [{"mode": "poetry"}, {"min_score": 2}, {"sentences": 0}, {"borderline_score": -1}])
+def test_a_bad_answer_section_is_a_config_error(cfg):
+    with pytest.raises(ConfigError):
+        AnswerPolicy.from_stage(cfg)
+
+
+def test_the_profile_section_is_read_typed():
+    p = AnswerPolicy.from_stage({"mode": "extractive", "min_score": "0.3", "sentences": 1, "stop_loops": False})
+    assert (p.mode, p.min_score, p.sentences, p.stop_loops) == ("extractive", 0.3, 1, False)
+
+
+async def test_an_extract_far_from_the_question_is_declined_too():
+    p, tl, _ = await plan(AnswerPolicy(mode="extractive", min_extract_score=0.99), retrieved(0.7))
+    assert p.path == "declined" and p.text == DECLINE_TEXT and tl.answer["extract_score"] < 0.99
+    p, _, _ = await plan(AnswerPolicy(mode="extractive", min_extract_score=0.3), retrieved(0.7))
+    assert p.path == "extractive"
+    p, _, llm = await plan(AnswerPolicy(mode="generative", min_extract_score=0.99), retrieved(0.7))
+    assert p.path == "generative"  # no extract in the generative mode: that gate does not apply
+
+
+async def test_a_client_s_own_instructions_turn_the_extractive_mode_generative():
+    llm = FakeLLM()
+    tl = TurnTimeline("t")
+    build = functools.partial(build_prompt, llm, PipelineTuning())
+    answerer = Answerer(AnswerPolicy(mode="extractive", min_score=0.3), build, functools.partial(generate, llm),
+                        SentencePicker(Embed()))
+    p = await answerer.plan("How much?", retrieved(0.7), "Talk like a pirate.", [], tl, custom_instructions=True)
+    assert p.path == "generative" and p.messages[0]["content"] == "Talk like a pirate."
+    assert tl.answer["mode"] == "generative"
+    p = await answerer.plan("Capital of France?", retrieved(0.1), "Talk like a pirate.", [], TurnTimeline("u"),
+                            custom_instructions=True)
+    assert p.path == "declined"  # the gate still holds

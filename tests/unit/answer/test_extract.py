@@ -1,0 +1,104 @@
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from app.answer.extract import SentencePicker, split_sentences
+
+VOCAB = ["cost", "dollars", "filter", "months", "loud", "decibels", "tabs", "shell", "store", "weigh"]
+
+
+def bag(text: str) -> np.ndarray:
+    """A unit bag-of-words vector over VOCAB (a stand-in for the embedder in these tests)."""
+    t = text.lower()
+    v = np.array([float(w in t) for w in VOCAB], dtype=np.float32) + 1e-3
+    return v / np.linalg.norm(v)
+
+
+@dataclass(frozen=True)
+class P:
+    chunk_id: int
+    content: str
+    title: str = "t"
+
+
+class Embed:
+    def __init__(self):
+        self.calls = []
+
+    async def __call__(self, texts):
+        self.calls.append(list(texts))
+        await asyncio.sleep(0)
+        return np.stack([bag(t) for t in texts])
+
+
+GLANCE = P(1, "The Aero is round. It weighs six point eight kilograms. It costs three hundred and twenty-nine "
+              "dollars from the Halden store. It is quiet.")
+
+
+def test_sentences_split_at_their_ends_only():
+    assert split_sentences("It captures 99.95 percent at 0.1 microns. Then it stops! Why? Because.") == [
+        "It captures 99.95 percent at 0.1 microns.", "Then it stops!", "Why?", "Because."]
+    assert split_sentences("  ") == []
+
+
+async def test_the_sentence_closest_to_the_question_is_picked_with_the_next_one():
+    picker = SentencePicker(Embed())
+    got = await picker.pick(bag("how much does it cost in dollars"), [GLANCE], sentences=2)
+    assert got.text == "It costs three hundred and twenty-nine dollars from the Halden store. It is quiet."
+    assert got.chunk_id == 1 and got.sentences == (2, 3) and got.score > 0.5
+
+
+async def test_one_sentence_and_a_short_pick_gets_its_next_sentence():
+    picker = SentencePicker(Embed())
+    one = await picker.pick(bag("cost dollars store"), [GLANCE], sentences=1)
+    assert one.text.startswith("It costs") and one.sentences == (2,)
+    short = P(2, "Filter: nine months. It depends on the air in your home and on the speed.")
+    got = await picker.pick(bag("filter months"), [short], sentences=1)
+    assert got.sentences == (0, 1)
+
+
+async def test_a_passage_is_embedded_once_and_the_cache_is_bounded():
+    embed = Embed()
+    picker = SentencePicker(embed, max_passages=2)
+    for _ in range(3):
+        await picker.pick(bag("cost"), [GLANCE])
+    assert len(embed.calls) == 1
+    for i in range(3, 6):
+        await picker.pick(bag("cost"), [P(i, f"Passage {i} costs dollars.")])
+    await picker.pick(bag("cost"), [GLANCE])  # pushed out by the three after it
+    assert len(embed.calls) == 5
+
+
+async def test_the_best_sentence_is_searched_across_the_passages_asked_for():
+    other = P(9, "Press the two grey tabs. Lift the shell straight up.")
+    picker = SentencePicker(Embed())
+    first_only = await picker.pick(bag("tabs shell"), [GLANCE, other], passages_searched=1)
+    assert first_only.chunk_id == 1
+    both = await picker.pick(bag("tabs shell"), [GLANCE, other], passages_searched=2)
+    assert both.chunk_id == 9
+
+
+@pytest.mark.parametrize("passages", [[], [P(1, "   ")]])
+async def test_nothing_to_pick_is_none(passages):
+    assert await SentencePicker(Embed()).pick(bag("cost"), passages) is None
+
+
+def test_subject_words_meet_across_endings_and_fillers_do_not_count():
+    from app.answer.extract import content_stems, lexical_overlap
+
+    q = content_stems("um, so how much does the Aero weigh?")
+    assert q == {"aero", "weigh"}
+    assert lexical_overlap(q, "It weighs six point eight kilograms.") == 0.5
+    assert lexical_overlap(set(), "anything") == 0.0
+
+
+async def test_the_lexical_weight_can_turn_the_pick_to_the_sentence_with_the_question_s_words():
+    passage = P(3, "It costs dollars at the store. It weighs six point eight kilograms.")
+    vector = bag("cost dollars store")  # the embedding alone prefers the price
+    picker = SentencePicker(Embed())
+    plain = await picker.pick(vector, [passage], question="how much does it weigh")
+    assert plain.text.startswith("It costs")
+    weighted = await picker.pick(vector, [passage], question="how much does it weigh", lexical_weight=2.0)
+    assert weighted.text.startswith("It weighs")
