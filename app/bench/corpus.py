@@ -23,27 +23,33 @@ class Utterance:
 
 
 def synthesize_corpus(out_dir: Path, tts: object | None = None, *, lead_silence_s: float = 0.3) -> list[Utterance]:
-    """Write one WAV per question (cached by text hash); return the utterances."""
+    """Write one WAV per question of the replay corpus (cached by text hash); return the utterances."""
+    questions = json.loads(QUESTIONS.read_text())
+    return synthesize_texts([(q["id"], q["text"]) for q in questions], out_dir, tts, lead_silence_s=lead_silence_s)
+
+
+def synthesize_texts(items: list[tuple[str, str]], out_dir: Path, tts: object | None = None, *,
+                     lead_silence_s: float = 0.3) -> list[Utterance]:
+    """One WAV per ``(id, text)`` spoken by the Piper voice (cached by text hash); the texts are the references."""
     import numpy as np
     import soundfile as sf
 
-    questions = json.loads(QUESTIONS.read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
     utts = []
-    for q in questions:
-        digest = hashlib.sha1(q["text"].encode()).hexdigest()[:8]
-        path = out_dir / f"{q['id']}-{digest}.wav"
+    for uid, text in items:
+        digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+        path = out_dir / f"{uid}-{digest}.wav"
         if not path.exists():
             if tts is None:
                 tts = _load_tts()
-            chunks = list(tts.synthesize(q["text"]))
+            chunks = list(tts.synthesize(text))
             rate = chunks[0].sample_rate
             pcm = np.frombuffer(b"".join(c.pcm16 for c in chunks), dtype="<i2")
             audio = np.concatenate([np.zeros(int(lead_silence_s * rate), dtype="<i2"), pcm])
             tmp = path.with_suffix(".tmp.wav")
             sf.write(tmp, audio, rate, subtype="PCM_16")
             tmp.replace(path)
-        utts.append(Utterance(q["id"], path, q["text"], "synthetic"))
+        utts.append(Utterance(uid, path, text, "synthetic"))
     return utts
 
 

@@ -1,0 +1,255 @@
+#!/usr/bin/env python
+"""Answer-quality benchmark: the questions of tests/data/answers/questions.jsonl through retrieval and each
+answer configuration, interleaved, in one run; scored automatically (app/bench/answers.py).
+
+    flock /tmp/team/engines.lock .venv/bin/python scripts/bench_answers.py [--profiles cpu-tiny[,cpu-gemma]]
+        [--configs before,generative,grounded,extractive-1,extractive-2,profile] [--limit N] [--out reports/answers]
+        [--spoken-url ws://127.0.0.1:8250/v1/realtime --spoken 24]
+
+By text, in this process, on the first profile's stack (embedded PostgreSQL with the sample KB, MiniLM, the
+LLM of each profile): each question is retrieved once (the query cache off), then answered by every
+(profile, configuration) in a rotating order, each in a fresh context (no history). A configuration is the
+profile's ``[answer]`` section with overrides (CONFIGS below); ``profile`` is the section as it is, gate
+included. ttft is measured from the question (before retrieval) to the reply's first text.
+
+Besides: the gate sweep (the top passage's cosine of every question against in-scope passed / out-of-scope
+stopped) and the threshold that stops the most out-of-scope questions while passing >= 98 % of in-scope ones.
+
+``--spoken-url``: also a subset spoken (Piper-synthesized questions, every k-th question so that ``--spoken``
+of them are asked) through a running server's voice path, one session each (the server's own profile and
+configuration); scored the same way, with the server's answer path and ttft from its turn reports.
+
+Writes ``<out>/answers.json`` (every reply and its marks) and ``<out>/answers.txt`` (the tables).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from app.answer.answerer import Answerer  # noqa: E402
+from app.answer.policy import AnswerPolicy  # noqa: E402
+from app.bench import answers as A  # noqa: E402
+from app.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
+
+#: Overrides of the profile's [answer] section. "before": how every question was answered before the answer
+#: work (the LLM from the passages, no gate, no loop control).
+CONFIGS: dict[str, dict] = {
+    "before": {"mode": "generative", "min_score": 0.0, "borderline_score": 0.0, "stop_loops": False,
+               "repetition_penalty": 1.0, "frequency_penalty": 0.0},
+    "generative": {"mode": "generative", "min_score": 0.0},
+    "generative-rp1.3": {"mode": "generative", "min_score": 0.0, "repetition_penalty": 1.3},
+    "grounded": {"mode": "grounded", "min_score": 0.0, "lexical_weight": 0.0},
+    "extractive-1": {"mode": "extractive", "min_score": 0.0, "sentences": 1, "lexical_weight": 0.0},
+    "extractive-2": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "lexical_weight": 0.0},
+    "extractive-2-lex": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "lexical_weight": 0.5},
+    "extractive-2-p2": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "extract_passages": 2},
+    "extractive-2-p3": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "extract_passages": 3},
+    "extractive-2-p3-lex": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "extract_passages": 3,
+                            "lexical_weight": 0.5},
+    "extractive-3-lex": {"mode": "extractive", "min_score": 0.0, "sentences": 3, "lexical_weight": 0.5},
+    "grounded-lex": {"mode": "grounded", "min_score": 0.0, "sentences": 2, "lexical_weight": 0.5},
+    "extractive-2-hybrid": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "retrieval": "hybrid"},
+    "extractive-3-hybrid": {"mode": "extractive", "min_score": 0.0, "sentences": 3, "retrieval": "hybrid"},
+    "grounded-hybrid": {"mode": "grounded", "min_score": 0.0, "sentences": 2, "retrieval": "hybrid"},
+    "generative-hybrid": {"mode": "generative", "min_score": 0.0, "retrieval": "hybrid"},
+    "profile": {},
+}
+THRESHOLDS = [round(0.05 + 0.01 * i, 2) for i in range(46)]
+
+
+async def _answer(stack, tuning, policy: AnswerPolicy, q: A.Question, found, retrieval_ms: float, rid: str) -> dict:
+    import functools
+
+    from app.session import stages
+    from app.protocol.session_config import DEFAULT_INSTRUCTIONS
+
+    tl = TurnTimeline(rid)
+    answerer = Answerer(policy, functools.partial(stages.build_prompt, stack.llm, tuning),
+                        functools.partial(stages.generate, stack.llm), stack.picker)
+    t0 = now_ns()
+    plan = await answerer.plan(q.question, found, DEFAULT_INSTRUCTIONS, [], tl)
+    text, first_ns = "", None
+    async for piece in answerer.speak(plan, rid, int(stack.profile.stage("llm").get("max_tokens", 96)), tl):
+        if first_ns is None:
+            first_ns = now_ns()
+        text += piece
+    return {"reply": text, "path": plan.path, "top_score": found.top_score,
+            "ttft_ms": None if first_ns is None else retrieval_ms + (first_ns - t0) / 1e6,
+            "stopped_loop": (tl.answer or {}).get("stopped_loop"),
+            "extract_score": (tl.answer or {}).get("extract_score")}
+
+
+async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tuple[list[dict], list]:
+    from app.config import Settings
+    from app.rag.kb import SAMPLE_KB
+    from app.session import stages
+    from app.session.tuning import PipelineTuning
+    from app.session.turn import UserTurn
+    from app.stack import Stack
+
+    profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
+    configs = args.configs.split(",")
+    for c in configs:
+        if c not in CONFIGS:
+            raise SystemExit(f"unknown config {c!r}; known: {', '.join(CONFIGS)}")
+    # only extractive configurations: no LLM to load (a quick look at the sentence picker)
+    needs_llm = any(CONFIGS[c].get("mode") != "extractive" for c in configs)
+    base = Stack.from_settings(Settings.from_env(profile=profiles[0]))
+    stacks = [base]
+    rows: list[dict] = []
+    scores: list = []
+    try:
+        await base.start(("db", "embedder", "llm") if needs_llm else ("db", "embedder"), progress=lambda s: print(f"  loading {s} ({profiles[0]})…",
+                                                                            file=sys.stderr, flush=True))
+        if await base.store.count() == 0:
+            from app.rag.ingest import ingest_folder
+
+            await ingest_folder(SAMPLE_KB, base.store, base.embedder, model_id=base.embedding_model_id)
+        for name in profiles[1:] if needs_llm else []:
+            other = Stack.from_settings(Settings.from_env(profile=name))
+            print(f"  loading llm ({name})…", file=sys.stderr, flush=True)
+            await other.start(("llm",))
+            other.embedder, other.store, other.retriever, other.picker = (base.embedder, base.store, base.retriever,
+                                                                          base.picker)
+            stacks.append(other)
+        from app.rag.retriever import Retriever
+
+        # every question searched (no query cache), each way a configuration asks for
+        retrievers = {"vector": Retriever(base.embedder, base.store, base.retriever.k, hybrid=False),
+                      "hybrid": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True)}
+        default_retrieval = "hybrid" if base.retriever.hybrid else "vector"
+        variants = []
+        for stack in stacks:
+            tuning = PipelineTuning.from_profile(stack.profile)
+            for c in configs:
+                label = c if len(stacks) == 1 else f"{stack.profile.name}:{c}"
+                over = dict(CONFIGS[c])
+                retrieval = over.pop("retrieval", default_retrieval)
+                variants.append((label, stack, tuning, dataclasses.replace(tuning.answer, **over), retrieval))
+        decline = variants[0][3].decline_text
+        t_start = time.monotonic()
+        for i, q in enumerate(questions):
+            searched = {}
+            for mode in dict.fromkeys(v[4] for v in variants):
+                turn = UserTurn.new(f"q{i}", transcript=q.question)
+                t0 = now_ns()
+                found = await stages.retrieve(retrievers[mode], q.question, turn)
+                searched[mode] = (found, (now_ns() - t0) / 1e6)
+            first = searched[variants[0][4]][0]
+            scores.append((first.top_score, q.in_scope))
+            order = variants[i % len(variants):] + variants[:i % len(variants)]
+            for label, stack, tuning, policy, mode in order:
+                found, retrieval_ms = searched[mode]
+                titles = [p.title for p in found.passages]
+                got = await _answer(stack, tuning, policy, q, found, retrieval_ms, f"bench-{i}-{label}")
+                rows.append({"config": label, "id": q.id, "kind": q.kind, "question": q.question,
+                             "section": q.section, "titles": titles, "retrieval": mode,
+                             "retrieval_ms": retrieval_ms, **got, **A.score(q, got["reply"], titles, decline)})
+            if (i + 1) % 10 == 0 or i + 1 == len(questions):
+                print(f"[{i + 1}/{len(questions)}] {time.monotonic() - t_start:.0f} s", file=sys.stderr, flush=True)
+    finally:
+        for stack in reversed(stacks[1:]):
+            if stack.llm is not None:
+                await stack.llm.close()
+        await base.close()
+    return rows, scores
+
+
+async def run_spoken(args: argparse.Namespace, questions: list[A.Question], out: Path) -> list[dict]:
+    from app.bench.corpus import synthesize_texts
+    from app.bench.options import default_key
+    from app.bench.replay import ReplayConfig, run_replay
+
+    step = max(1, len(questions) // max(args.spoken, 1))
+    subset = questions[::step][:args.spoken]
+    utts = synthesize_texts([(q.id, q.question) for q in subset], out / "spoken")
+    by_id = {q.id: q for q in subset}
+    records: list[dict] = []
+    cfg = ReplayConfig(url=args.spoken_url, key=None if args.no_key else (args.key or default_key()),
+                       label="spoken", sessions=1, turns=1)
+    for utt in utts:  # one session per question: no history between them
+        await run_replay(cfg, [utt], records.append)
+    rows = []
+    decline = AnswerPolicy().decline_text
+    for r in records:
+        q = by_id[r["utterance"]]
+        lat = r.get("latency") or {}
+        answer = lat.get("answer") or {}
+        rows.append({"config": "spoken", "id": q.id, "kind": q.kind, "question": q.question,
+                     "transcript": r.get("transcript"), "reply": r.get("reply") or "", "titles": r.get("sources", []),
+                     "path": answer.get("path"), "top_score": answer.get("top_score"),
+                     "ttft_ms": (lat.get("spans") or {}).get("ttft"), "status": r.get("status"),
+                     "voice_to_voice_ms": (lat.get("beside") or {}).get("voice_to_voice"),
+                     **A.score(q, r.get("reply") or "", r.get("sources", []), decline)})
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--profiles", default="cpu-tiny", help="comma-separated profiles (each one's LLM is loaded)")
+    ap.add_argument("--configs", default="before,generative,generative-rp1.3,grounded,extractive-1,extractive-2,profile")
+    ap.add_argument("--questions", type=Path, default=A.QUESTIONS)
+    ap.add_argument("--limit", type=int, help="only the first N questions (a quick look)")
+    ap.add_argument("--out", type=Path, default=Path("reports/answers"))
+    ap.add_argument("--spoken-url", help="also ask a spoken subset through this running server")
+    ap.add_argument("--spoken", type=int, default=24, help="how many questions the spoken subset has")
+    ap.add_argument("--key")
+    ap.add_argument("--no-key", action="store_true")
+    ap.add_argument("--no-text", action="store_true", help="only the spoken subset")
+    ap.add_argument("--gate-config", help="the configuration whose extract scores the extract gate's sweep uses")
+    ap.add_argument("--keep-in-scope", type=float, default=90.0,
+                    help="the extract gate's choice passes at least this %% of in-scope questions")
+    args = ap.parse_args()
+
+    questions = A.load_questions(args.questions)
+    if args.limit:
+        # keep the mix: the first N of each scope in proportion
+        ins = [q for q in questions if q.in_scope]
+        oos = [q for q in questions if not q.in_scope]
+        n_oos = max(1, round(args.limit * len(oos) / len(questions)))
+        questions = ins[:args.limit - n_oos] + oos[:n_oos]
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    report: dict = {"questions": len(questions), "profiles": args.profiles, "configs": {}}
+    text_parts = []
+    if not args.no_text:
+        rows, scores = asyncio.run(run_text(args, questions))
+        sweep = A.gate_sweep(scores, THRESHOLDS)
+        chosen = A.best_gate(sweep)
+        report.update(gate_sweep=sweep, gate_chosen=chosen)
+        text_parts += [A.sweep_table(sweep, chosen)]
+        # the extract's gate, on the rows of the first configuration that picks sentences (without a gate)
+        gate_config = args.gate_config or next(
+            (c for c in args.configs.split(",") if CONFIGS[c].get("mode") in ("extractive", "grounded")), None)
+        if gate_config:
+            ex = [(r["extract_score"], r["kind"] != A.OUT_OF_SCOPE, r.get("right"))
+                  for r in rows if r["config"] == gate_config]
+            ex_sweep = A.gate_sweep(ex, THRESHOLDS)
+            ex_chosen = A.best_gate(ex_sweep, keep_in_scope_pct=args.keep_in_scope)
+            report.update(extract_gate_config=gate_config, extract_gate_sweep=ex_sweep, extract_gate_chosen=ex_chosen)
+            text_parts += [f"the extract's gate, on {gate_config}'s replies:",
+                           A.sweep_table(ex_sweep, ex_chosen, what="extract cosine")]
+    if args.spoken_url:
+        rows += asyncio.run(run_spoken(args, questions, args.out))
+    summary = A.summarize(rows)
+    report["configs"] = {k: {kk: vv for kk, vv in v.items()} for k, v in summary.items()}
+    report["rows"] = rows
+    text_parts += [A.table(summary), A.kinds_table(summary)]
+    text = "\n\n".join(text_parts)
+    print(text)
+    (args.out / "answers.json").write_text(json.dumps(report, indent=1))
+    (args.out / "answers.txt").write_text(text + "\n")
+    print(f"\nreport: {args.out / 'answers.json'}, {args.out / 'answers.txt'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
