@@ -39,27 +39,26 @@ from app.answer.policy import AnswerPolicy  # noqa: E402
 from app.bench import answers as A  # noqa: E402
 from app.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
 
-#: Overrides of the profile's [answer] section. "before": how every question was answered before the answer
-#: work (the LLM from the passages, no gate, no loop control).
+#: Overrides of the profile's [answer] section (and ``retrieval``: "vector" or "hybrid"; default: the profile's).
+#: No gate, no loop control: what a configuration does by itself.
+_OPEN = {"min_score": 0.0, "min_extract_score": 0.0, "borderline_score": 0.0}
 CONFIGS: dict[str, dict] = {
-    "before": {"mode": "generative", "min_score": 0.0, "borderline_score": 0.0, "stop_loops": False,
-               "repetition_penalty": 1.0, "frequency_penalty": 0.0},
-    "generative": {"mode": "generative", "min_score": 0.0},
-    "generative-rp1.3": {"mode": "generative", "min_score": 0.0, "repetition_penalty": 1.3},
-    "grounded": {"mode": "grounded", "min_score": 0.0, "lexical_weight": 0.0},
-    "extractive-1": {"mode": "extractive", "min_score": 0.0, "sentences": 1, "lexical_weight": 0.0},
-    "extractive-2": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "lexical_weight": 0.0},
-    "extractive-2-lex": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "lexical_weight": 0.5},
-    "extractive-2-p2": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "extract_passages": 2},
-    "extractive-2-p3": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "extract_passages": 3},
-    "extractive-2-p3-lex": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "extract_passages": 3,
-                            "lexical_weight": 0.5},
-    "extractive-3-lex": {"mode": "extractive", "min_score": 0.0, "sentences": 3, "lexical_weight": 0.5},
-    "grounded-lex": {"mode": "grounded", "min_score": 0.0, "sentences": 2, "lexical_weight": 0.5},
-    "extractive-2-hybrid": {"mode": "extractive", "min_score": 0.0, "sentences": 2, "retrieval": "hybrid"},
-    "extractive-3-hybrid": {"mode": "extractive", "min_score": 0.0, "sentences": 3, "retrieval": "hybrid"},
-    "grounded-hybrid": {"mode": "grounded", "min_score": 0.0, "sentences": 2, "retrieval": "hybrid"},
-    "generative-hybrid": {"mode": "generative", "min_score": 0.0, "retrieval": "hybrid"},
+    # how every question was answered before the answer work: vectors only, the LLM from the passages
+    "before": {**_OPEN, "mode": "generative", "stop_loops": False, "repetition_penalty": 1.0,
+               "frequency_penalty": 0.0, "retrieval": "vector"},
+    "generative": {**_OPEN, "mode": "generative"},
+    "generative-rp1.3": {**_OPEN, "mode": "generative", "repetition_penalty": 1.3},
+    "grounded": {**_OPEN, "mode": "grounded", "lexical_weight": 0.0, "retrieval": "vector"},
+    "grounded-hybrid": {**_OPEN, "mode": "grounded", "sentences": 2, "retrieval": "hybrid"},
+    "grounded-lex": {**_OPEN, "mode": "grounded", "sentences": 2, "lexical_weight": 0.5},
+    "extractive-1": {**_OPEN, "mode": "extractive", "sentences": 1, "lexical_weight": 0.0, "retrieval": "vector"},
+    "extractive-2": {**_OPEN, "mode": "extractive", "sentences": 2, "lexical_weight": 0.0, "retrieval": "vector"},
+    "extractive-2-lex": {**_OPEN, "mode": "extractive", "sentences": 2, "lexical_weight": 0.5, "retrieval": "vector"},
+    "extractive-2-p2": {**_OPEN, "mode": "extractive", "sentences": 2, "extract_passages": 2, "retrieval": "vector"},
+    "extractive-2-p3": {**_OPEN, "mode": "extractive", "sentences": 2, "extract_passages": 3, "retrieval": "vector"},
+    "extractive-2-hybrid": {**_OPEN, "mode": "extractive", "sentences": 2, "retrieval": "hybrid"},
+    "extractive-3-hybrid": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "hybrid"},
+    # the profile's [answer] as it is, gates included
     "profile": {},
 }
 THRESHOLDS = [round(0.05 + 0.01 * i, 2) for i in range(46)]
