@@ -116,7 +116,8 @@ class Stack:
             cache = QueryCache(entries, near_threshold=cfg.get("near_duplicate_cosine"),
                                ttl_s=float(cfg.get("query_cache_ttl_s", 300))) if entries > 0 else None
             self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache,
-                                       hybrid=bool(cfg.get("hybrid", False)))
+                                       hybrid=bool(cfg.get("hybrid", False)),
+                                       text_weight=float(cfg.get("hybrid_text_weight", 1.0)))
         if self.picker is None:
             from app.answer.extract import SentencePicker
 

@@ -58,6 +58,9 @@ CONFIGS: dict[str, dict] = {
     "extractive-2-p3": {**_OPEN, "mode": "extractive", "sentences": 2, "extract_passages": 3, "retrieval": "vector"},
     "extractive-2-hybrid": {**_OPEN, "mode": "extractive", "sentences": 2, "retrieval": "hybrid"},
     "extractive-3-hybrid": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "hybrid"},
+    "extractive-3-vector": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "vector"},
+    "extractive-3-hybrid-w0.5": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "hybrid-w0.5"},
+    "extractive-3-hybrid-w0.25": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "hybrid-w0.25"},
     # the profile's [answer] as it is, gates included
     "profile": {},
 }
@@ -123,7 +126,11 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
 
         # every question searched (no query cache), each way a configuration asks for
         retrievers = {"vector": Retriever(base.embedder, base.store, base.retriever.k, hybrid=False),
-                      "hybrid": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True)}
+                      "hybrid": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True),
+                      "hybrid-w0.5": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
+                                               text_weight=0.5),
+                      "hybrid-w0.25": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
+                                                text_weight=0.25)}
         default_retrieval = "hybrid" if base.retriever.hybrid else "vector"
         variants = []
         for stack in stacks:

@@ -15,11 +15,13 @@ __all__ = ["Retrieval", "Retriever"]
 
 class Retriever(BaseRetriever):
     def __init__(self, embedder: Embedder, store: VectorStore, k: int = 3, cache: QueryCache | None = None, *,
-                 hybrid: bool = False) -> None:
+                 hybrid: bool = False, text_weight: float = 1.0) -> None:
         self.embedder, self.store, self.k = embedder, store, k
         self.cache = cache
         #: Full-text search fused with the vectors (``VectorStore.hybrid_search``), else vectors alone.
         self.hybrid = hybrid
+        #: How much the full-text ranking counts against the vectors' in the fusion.
+        self.text_weight = text_weight
 
     async def retrieve(self, query: str, k: int | None = None, *, count: bool = True) -> Retrieval:
         """``count=False``: a search ahead of time (a partial transcript), left out of the hit rate."""
@@ -36,7 +38,7 @@ class Retriever(BaseRetriever):
             if entry is not None:
                 return Retrieval(entry.passages, (t1 - t0) * 1000, 0.0, cache="near", similarity=similarity,
                                  vector=vec)
-        passages = await (self.store.hybrid_search(vec, query, k) if self.hybrid else self.store.search(vec, k))
+        passages = await (self.store.hybrid_search(vec, query, k, text_weight=self.text_weight) if self.hybrid else self.store.search(vec, k))
         t2 = time.perf_counter()
         if cache is not None:
             cache.put(query, vec, passages, (t2 - t1) * 1000)

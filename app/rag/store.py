@@ -85,10 +85,11 @@ class VectorStore:
             raise
 
     async def hybrid_search(self, embedding: np.ndarray, text: str, k: int = 3, *,
-                            candidates: int = HYBRID_CANDIDATES) -> list[RetrievedPassage]:
+                            candidates: int = HYBRID_CANDIDATES, text_weight: float = 1.0) -> list[RetrievedPassage]:
         """The top ``k`` by reciprocal rank fusion (:data:`RRF_K`) of the ``candidates`` nearest by cosine and
         the ``candidates`` best by full-text rank (``ts_rank_cd`` over the question's words, any of them), in
-        one round trip. ``distance`` stays each passage's cosine distance (what the answer's gate reads)."""
+        one round trip; the full-text ranking counts ``text_weight`` times the vectors'. ``distance`` stays each
+        passage's cosine distance (what the answer's gate reads)."""
         sql = """
             WITH q AS (SELECT websearch_to_tsquery('english', $2) AS query),
             v AS (
@@ -99,14 +100,15 @@ class VectorStore:
                 FROM (SELECT c.id, ts_rank_cd(c.tsv, q.query) AS score FROM chunks c, q
                       WHERE c.tsv @@ q.query ORDER BY score DESC LIMIT $3) matched),
             fused AS (
-                SELECT id, sum(1.0 / ($5 + rank)) AS rrf
-                FROM (SELECT id, rank FROM v UNION ALL SELECT id, rank FROM t) ranks GROUP BY id)
+                SELECT id, sum(w / ($5 + rank)) AS rrf
+                FROM (SELECT id, rank, 1.0 AS w FROM v UNION ALL SELECT id, rank, $6::float8 AS w FROM t) ranks
+                GROUP BY id)
             SELECT c.id, d.source, c.title, c.content, c.embedding <=> $1 AS distance
             FROM fused f JOIN chunks c ON c.id = f.id JOIN documents d ON d.id = c.document_id
             ORDER BY f.rrf DESC, distance LIMIT $4"""
         # any of the question's words (websearch syntax: "a or b"; never a syntax error, stop words dropped)
         words = " or ".join(_WORDS.findall(text)[:MAX_QUERY_WORDS])
-        args = (embedding, words, candidates, k, RRF_K)
+        args = (embedding, words, candidates, k, RRF_K, text_weight)
         rows = await self._read(lambda conn, left: conn.fetch(sql, *args, timeout=left), self.search_timeout_s)
         return [RetrievedPassage(r["id"], r["source"], r["title"], r["content"], float(r["distance"])) for r in rows]
 
