@@ -131,7 +131,10 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
                                                text_weight=0.5),
                       "hybrid-w0.25": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
                                                 text_weight=0.25)}
-        default_retrieval = "hybrid" if base.retriever.hybrid else "vector"
+        # the profile's own retrieval ([embedder] hybrid, hybrid_text_weight), for configurations that name none
+        retrievers["profile"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=base.retriever.hybrid,
+                                          text_weight=base.retriever.text_weight)
+        default_retrieval = "profile"
         variants = []
         for stack in stacks:
             tuning = PipelineTuning.from_profile(stack.profile)
