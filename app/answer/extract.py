@@ -74,6 +74,13 @@ class SentencePicker:
             self._cache.popitem(last=False)
         return sentences, vectors
 
+    async def warm(self, passages: Sequence[Any]) -> int:
+        """Embed the sentences of ``passages`` now (up to the cache's size), so no caller waits for a passage's
+        first use; returns how many passages are held."""
+        for passage in list(passages)[: self.max_passages]:
+            await self._sentences(passage)
+        return len(self._cache)
+
     async def pick(self, question_vector: np.ndarray, passages: Sequence[Any], *, sentences: int = 1,
                    passages_searched: int = 1, question: str = "", lexical_weight: float = 0.0) -> Extract | None:
         """The best sentence among the first ``passages_searched`` passages, with the ones after it up to

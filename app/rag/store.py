@@ -123,6 +123,13 @@ class VectorStore:
         rows = await self._read(lambda conn, left: conn.fetch(sql, *args, timeout=left), self.search_timeout_s)
         return [RetrievedPassage(r["id"], r["source"], r["title"], r["content"], float(r["distance"])) for r in rows]
 
+    async def passages(self, limit: int = 100_000) -> list[RetrievedPassage]:
+        """Every stored passage (``distance`` 0), oldest first, at most ``limit``: what is warmed at start."""
+        sql = ("SELECT c.id, d.source, c.title, c.content FROM chunks c JOIN documents d ON d.id = c.document_id"
+               " ORDER BY c.id LIMIT $1")
+        rows = await self._read(lambda conn, left: conn.fetch(sql, limit, timeout=left), READ_TIMEOUT_S)
+        return [RetrievedPassage(r["id"], r["source"], r["title"], r["content"], 0.0) for r in rows]
+
     async def count(self) -> int:
         return int(await self._read(lambda conn, left: conn.fetchval("SELECT count(*) FROM chunks", timeout=left),
                                     READ_TIMEOUT_S))

@@ -82,3 +82,12 @@ async def test_changed_file_is_replaced_and_removed_file_pruned(stack, tmp_path)
     r3 = await ingest_folder(SAMPLE_KB, stack.store, stack.embedder, model_id=stack.embedding_model_id, prune=True)
     assert r3.removed == ["zz-extra.md"]
     assert await stack.store.count() == before
+
+
+async def test_the_answer_sentences_of_every_passage_are_warmed_once(stack):
+    total = await stack.store.count()
+    assert await stack.warm_answers() == min(total, stack.picker.max_passages) > 0
+    passage = (await stack.store.passages(1))[0]
+    vec = await stack.embedder.run(stack.embedder.embed_one, passage.title)
+    got = await stack.picker.pick(vec, [passage])
+    assert got is not None and got.chunk_id == passage.chunk_id

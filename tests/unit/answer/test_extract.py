@@ -102,3 +102,12 @@ async def test_the_lexical_weight_can_turn_the_pick_to_the_sentence_with_the_que
     assert plain.text.startswith("It costs")
     weighted = await picker.pick(vector, [passage], question="how much does it weigh", lexical_weight=2.0)
     assert weighted.text.startswith("It weighs")
+
+
+async def test_warming_embeds_each_passage_once_up_to_the_cache_size():
+    embed = Embed()
+    picker = SentencePicker(embed, max_passages=2)
+    assert await picker.warm([GLANCE, P(7, "One. Two."), P(8, "Three.")]) == 2
+    assert len(embed.calls) == 2
+    await picker.pick(bag("cost"), [GLANCE])
+    assert len(embed.calls) == 2  # served from the warm cache
