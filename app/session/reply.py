@@ -102,6 +102,7 @@ class Reply:
         self._final_reported = False
         #: The answer has started (any path): from here the turn gets a final latency report.
         self._answering = False
+        self._waiting_rtt = False
 
     # --- lifecycle (the session calls these) ---------------------------------------------------------
 
@@ -320,9 +321,17 @@ class Reply:
 
     def _report_final_if_ready(self) -> bool:
         """Send the final latency report once the reply is finished and, when it completed, once what it queued
-        first has reached the client (a media track plays audio in real time, so generation can end first)."""
+        first has reached the client (a media track plays audio in real time, so generation can end first) and
+        the turn's round trip is measured (bounded by the transport's ping timeout)."""
         tl = self.turn.timeline
         if not self._finished or self._final_reported or not self._answering:
+            return False
+        rtt = self.turn.rtt
+        if rtt is not None and not rtt.done():
+            if not self._waiting_rtt:
+                self._waiting_rtt = True
+                # (cancelled: the session is closing, nobody is left to report to)
+                rtt.add_done_callback(lambda t: None if t.cancelled() else self._report_final_if_ready())
             return False
         if self.state is ReplyState.DONE and (
                 (self._text_queued and not tl.has("first_token_sent"))

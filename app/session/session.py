@@ -164,7 +164,7 @@ class RealtimeSession:
         reply = self.reply
         if reply is not None and (td is None or td.interrupt_response):
             reply.cancel("turn_detected")  # barge-in: the caller talks over the reply
-        self.tasks.spawn(stages.measure_rtt(self.transport, turn.timeline))
+        turn.rtt = self.tasks.spawn(stages.measure_rtt(self.transport, turn.timeline))
 
     def _on_speech_paused(self, last_window: int) -> None:
         """The first silence after speech: prepare the reply now, hold it until the commit (or drop it)."""
@@ -269,7 +269,7 @@ class RealtimeSession:
         turn.timeline.mark("asr_final", received_ns)    # text needs no recognition
         if self._gateway_ms is not None:
             turn.timeline.measured["gateway"] = self._gateway_ms
-        self.tasks.spawn(stages.measure_rtt(self.transport, turn.timeline))
+        turn.rtt = self.tasks.spawn(stages.measure_rtt(self.transport, turn.timeline))
         self._start_reply(turn, options=ReplyOptions.resolve(self.config, event.response))
 
     async def _on_response_cancel(self, event: ClientEvent, received_ns: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from app.metrics.timeline import TurnTimeline
@@ -20,6 +21,9 @@ class UserTurn:
     #: Partial transcripts so far, and how long the retrieval run ahead on a stable one took (ms).
     partials: list[str] = field(default_factory=list)
     prefetch_ms: float | None = None
+    #: The measurement of this turn's client round trip (``network_rtt``), while it runs: the final latency
+    #: report waits for it (a reply with no LLM call can be done before the PONG is back).
+    rtt: asyncio.Task | None = None
 
     @classmethod
     def new(cls, item_id: str, *, first_window: int = 0, audio_start_ms: int = 0,

@@ -506,3 +506,24 @@ async def test_a_looping_reply_is_stopped_at_the_second_time_and_its_request_abo
     assert r.reply.text == "It is a high-end, high-end," and llm.aborted == [r.reply.engine_request_id]
     (final,) = [e for e in r.t.of("sub250.turn.latency") if e["final"]]
     assert final["answer"]["stopped_loop"] == "high end"
+
+
+async def test_the_final_report_waits_for_the_turn_s_round_trip_measurement():
+    from dataclasses import replace
+
+    from app.answer.policy import AnswerPolicy
+
+    pong = asyncio.Event()
+
+    async def rtt():
+        await pong.wait()
+
+    r = build(tuning=replace(PipelineTuning(), answer=AnswerPolicy(min_score=0.95)))  # declined: done at once
+    r.turn.rtt = asyncio.ensure_future(rtt())
+    await ended(r.reply)
+    assert r.t.of("response.done") and not [e for e in r.t.of("sub250.turn.latency") if e["final"]]
+    r.turn.timeline.measured["network_rtt"] = 1.5
+    pong.set()
+    await wait_until(lambda: [e for e in r.t.of("sub250.turn.latency") if e["final"]], what="the final report")
+    (final,) = [e for e in r.t.of("sub250.turn.latency") if e["final"]]
+    assert final["spans"]["network_rtt"] == 1.5
