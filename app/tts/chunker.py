@@ -66,7 +66,8 @@ class SentenceChunker:
         pieces = split_long(self._buf, self.max_words)
         if len(pieces) > 1:  # a run-on sentence: say what is over the limit now
             out.extend(pieces[:-1])
-            self._buf = self._buf[self._buf.index(pieces[-1]):] if pieces[-1] in self._buf else pieces[-1]
+            # the last piece is the end of the stripped buffer: keep it with the whitespace after it
+            self._buf = self._buf[len(self._buf.rstrip()) - len(pieces[-1]):]
         if out:
             self._emitted = True
         return out

@@ -67,3 +67,14 @@ def test_no_chunk_is_longer_than_max_words_and_long_sentences_cut_at_clauses():
     assert said and all(len(p.split()) <= 5 for p in said)
     assert " ".join(said + run_on.flush()) == "a b c d e f g h i j k l"
 
+
+
+def test_a_run_on_that_repeats_its_own_words_is_said_once():
+    from app.tts.chunker import SentenceChunker
+
+    c = SentenceChunker(max_words=3)
+    said = []
+    for word in "x y z x y z x y".split():
+        said += c.push(word + " ")
+    said += c.flush()
+    assert " ".join(said) == "x y z x y z x y"  # the tail is kept by position, never found again earlier
