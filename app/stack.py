@@ -145,8 +145,10 @@ class Stack:
         """Embed every passage's sentences for the answer's sentence picker, when the profile's answers use
         them (``[answer] mode`` extractive or grounded): no caller then waits for a passage's first use
         (measured: up to 84 ms of a turn's ``prompt`` span). Returns the passages held."""
-        mode = self.profile.stage("answer").get("mode", "generative")
-        if self.picker is None or self.store is None or mode not in ("extractive", "grounded"):
+        from app.answer.policy import AnswerPolicy
+
+        policy = AnswerPolicy.from_stage(self.profile.stage("answer"))
+        if self.picker is None or self.store is None or not policy.picks_sentences:
             return 0
         return await self.picker.warm(await self.store.passages(self.picker.max_passages))
 

@@ -34,7 +34,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.answer.answerer import Answerer  # noqa: E402
 from app.answer.policy import AnswerPolicy  # noqa: E402
 from app.bench import answers as A  # noqa: E402
 from app.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
@@ -68,14 +67,11 @@ THRESHOLDS = [round(0.05 + 0.01 * i, 2) for i in range(46)]
 
 
 async def _answer(stack, tuning, policy: AnswerPolicy, q: A.Question, found, retrieval_ms: float, rid: str) -> dict:
-    import functools
-
-    from app.session import stages
     from app.protocol.session_config import DEFAULT_INSTRUCTIONS
+    from app.session import stages
 
     tl = TurnTimeline(rid)
-    answerer = Answerer(policy, functools.partial(stages.build_prompt, stack.llm, tuning),
-                        functools.partial(stages.generate, stack.llm), stack.picker)
+    answerer = stages.answerer(stack, tuning, policy)
     t0 = now_ns()
     plan = await answerer.plan(q.question, found, DEFAULT_INSTRUCTIONS, [], tl)
     text, first_ns = "", None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import statistics
 import sys
@@ -31,10 +32,9 @@ REPLY = ("To replace the filter, switch off and unplug the purifier, press the t
 
 
 def rss_mib() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("VmRSS"):
-            return int(line.split()[1]) // 1024
-    return -1
+    from app.bench.probe import proc_figures
+
+    return int(proc_figures(os.getpid())["rss_bytes"]) >> 20
 
 
 def _value(raw: str) -> object:

@@ -99,6 +99,8 @@ class Answerer:
             p = dataclasses.replace(p, mode="generative")
         score = found.top_score
         plan = await self._choose(p, question, found, instructions, history, timeline, score)
+        if plan.text:
+            timeline.mark("prompt_ready")  # declined or extractive: the whole reply is known
         timeline.answer = {"path": plan.path, "mode": p.mode,
                            "top_score": None if score is None else round(score, 4)}
         if plan.extract is not None:
@@ -109,15 +111,12 @@ class Answerer:
                       history: list[dict[str, str]], timeline: TurnTimeline, score: float | None) -> Plan:
         # A store that could not be reached says nothing about the question: answer without context.
         if not found.failed and p.min_score > 0 and (score is None or score < p.min_score):
-            timeline.mark("prompt_ready")
             return Plan(DECLINED, score, text=p.decline_text)
-        extract = await self._extract(p, question, found) if p.mode in ("extractive", "grounded") else None
-        if (not found.failed and p.mode != "generative" and p.min_extract_score > 0
+        extract = await self._extract(p, question, found) if p.picks_sentences else None
+        if (not found.failed and p.picks_sentences and p.min_extract_score > 0
                 and (extract is None or extract.score < p.min_extract_score)):
-            timeline.mark("prompt_ready")
             return Plan(DECLINED, score, text=p.decline_text, extract=extract)
         if p.mode == "extractive" and extract is not None:
-            timeline.mark("prompt_ready")
             return Plan(EXTRACTIVE, score, text=extract.text, extract=extract)
         passages: list[Any] = found.passages
         if extract is not None:  # grounded: the model sees only the sentences that answer

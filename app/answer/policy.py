@@ -51,6 +51,11 @@ class AnswerPolicy:
             raise ConfigError("[answer] sentences and extract_passages must be at least 1",
                               "fix the profile's [answer] section")
 
+    @property
+    def picks_sentences(self) -> bool:
+        """The extractive and grounded modes answer from the passage's sentences (the picker's)."""
+        return self.mode in ("extractive", "grounded")
+
     @classmethod
     def from_stage(cls, cfg: dict) -> "AnswerPolicy":
         d = cls()

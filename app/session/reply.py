@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
-import functools
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -21,7 +20,6 @@ from typing import Any
 
 import numpy as np
 
-from app.answer.answerer import Answerer
 from app.audio.rates import OUTPUT_RATE
 from app.protocol import server_events as ev
 from app.protocol.events import ProtocolError, new_id
@@ -196,8 +194,7 @@ class Reply:
                 "retrieval_unavailable", "the knowledge base is unavailable; answering without it",
                 type="server_error")))
         self.output.send(ev.sources(self.id, turn.item_id, [p.as_source() for p in found.passages]))
-        answerer = Answerer(self.tuning.answer, functools.partial(stages.build_prompt, self.stack.llm, self.tuning),
-                            functools.partial(stages.generate, self.stack.llm), self.stack.picker)
+        answerer = stages.answerer(self.stack, self.tuning)
         plan = await answerer.plan(question, found, opts.instructions,
                                    self.conversation.for_prompt(exclude=turn.item_id), tl,
                                    custom_instructions=opts.instructions != DEFAULT_INSTRUCTIONS)
