@@ -152,11 +152,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.server import Server
     from app.stack import Stack
 
+    from app import native_memory
+
     settings = _settings(args)
+    native_memory.jemalloc_restart(settings.allocator)  # first: an allocator is chosen when a process starts
     keys, key_note = _api_keys(settings, dev_no_auth=args.dev_no_auth)
     limits = _limits(settings)
-
-    from app import native_memory
 
     native_memory.limit_arenas(settings.malloc_arena_max)  # before the engines start their threads
 
@@ -184,10 +185,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"  answer sentences of {warmed} passages embedded in {time.perf_counter() - t_warm:.1f} s",
                       flush=True)
             server.attach(stack)
-            if settings.malloc_trim_s > 0:
+            if settings.malloc_trim_s > 0 and native_memory.available():
                 trimmer = native_memory.HeapTrimmer(settings.malloc_trim_s)
                 trimmer.start()
             print(f"ready in {time.perf_counter() - t0:.1f} s: {server.url}  (profile {stack.profile.name}; "
+                  f"allocator {native_memory.allocator()}; "
                   f"realtime API: ws://{settings.host}:{server.port}/v1/realtime; Ctrl-C stops)", flush=True)
             print(f"demo page (open in Chrome or Firefox, allow the microphone): {_page_url(settings, server.port, args)}",
                   flush=True)

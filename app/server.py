@@ -9,6 +9,8 @@ import errno
 import logging
 from typing import Any
 
+from app import native_memory
+
 from app.errors import Sub250Error
 from app.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter
 
@@ -45,6 +47,7 @@ class Server:
             body["reason"] = self.failure
         if self.stack is not None and self.ready:
             body["profile"] = self.stack.profile.name
+            body["allocator"] = native_memory.allocator()
             body["webrtc_calls"] = len(self.calls)
         return body
 

@@ -19,6 +19,19 @@ pick_python() {
   return 1
 }
 
+# jemalloc (optional, system library): `serve` runs on it when installed - it gives freed memory back to the
+# system, where glibc's malloc kept ~0.7 GB more under eight sessions (docs/BENCHMARKS.md §16). Installed here
+# when we may (root with apt, e.g. CI); otherwise a hint.
+if ! ldconfig -p 2>/dev/null | grep -q 'libjemalloc\.so\.2'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "install: libjemalloc2 (apt)"
+    { apt-get install -y -q libjemalloc2 >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q libjemalloc2 >/dev/null; }; } \
+      || echo "install: could not install libjemalloc2; the server runs on glibc's malloc" >&2
+  else
+    echo "install: optional: install libjemalloc2 (e.g. sudo apt-get install libjemalloc2) for a smaller, steadier server memory"
+  fi
+fi
+
 stamp=.venv/.sub250-installed
 want=$(cat requirements/*.txt pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then

@@ -5,6 +5,7 @@ a server process of its own (it must exit for its supervisor; the shared engine 
 from __future__ import annotations
 
 import asyncio
+import ctypes.util
 import json
 import os
 import re
@@ -318,7 +319,10 @@ async def wait_ready(proc: subprocess.Popen, out_path: Path, logs) -> int:
         assert time.monotonic() < deadline, f"serve not ready after 300 s:\n{logs()}"
         await asyncio.sleep(0.5)
     port = int(re.search(r"listening on http://127\.0\.0\.1:(\d+)", out_path.read_text()).group(1))
-    assert (await asyncio.to_thread(http_json, f"http://127.0.0.1:{port}/healthz"))[0] == 200
+    status, body = await asyncio.to_thread(http_json, f"http://127.0.0.1:{port}/healthz")
+    assert status == 200
+    # `serve` restarts itself under jemalloc when the library is installed (.ci/run installs it), same PID
+    assert body["allocator"] == ("jemalloc" if ctypes.util.find_library("jemalloc") else "glibc"), body
     return port
 
 

@@ -36,3 +36,34 @@ async def test_the_trimmer_runs_on_its_interval_off_the_loop_and_stops():
 def test_a_non_positive_interval_is_refused():
     with pytest.raises(ValueError):
         native_memory.HeapTrimmer(0)
+
+
+def _find(lib):
+    return {"jemalloc": "libjemalloc.so.2"}.get(lib)
+
+
+def test_jemalloc_is_preloaded_once_when_installed_and_wanted():
+    env = native_memory.jemalloc_environ("auto", {"LD_PRELOAD": "/x/libiomp5.so", "PATH": "/bin"}, _find)
+    assert env["LD_PRELOAD"] == "libjemalloc.so.2:/x/libiomp5.so" and env["PATH"] == "/bin"
+    assert env["MALLOC_CONF"] == native_memory.JEMALLOC_CONF and env[native_memory.RESTARTED] == "1"
+    assert native_memory.jemalloc_environ("auto", env, _find) is None  # the restarted process goes on
+    assert native_memory.jemalloc_environ("auto", {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}, _find) is None
+    mine = native_memory.jemalloc_environ("jemalloc", {"MALLOC_CONF": "narenas:2"}, _find)
+    assert mine["MALLOC_CONF"] == "narenas:2" and mine["LD_PRELOAD"] == "libjemalloc.so.2"  # the user's settings
+
+
+def test_glibc_or_a_missing_jemalloc_keep_the_process_as_it_is():
+    from app.errors import ConfigError
+
+    assert native_memory.jemalloc_environ("glibc", {}, _find) is None
+    assert native_memory.jemalloc_environ("auto", {}, lambda lib: None) is None
+    with pytest.raises(ConfigError, match="libjemalloc is not installed"):
+        native_memory.jemalloc_environ("jemalloc", {}, lambda lib: None)
+    with pytest.raises(ConfigError, match="not an allocator"):
+        native_memory.jemalloc_environ("tcmalloc", {}, _find)
+
+
+def test_the_allocator_in_use_is_named():
+    assert native_memory.allocator() in ("jemalloc", "glibc", "other")
+    assert native_memory.available() is (native_memory.allocator() == "glibc")
+
