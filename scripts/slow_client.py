@@ -5,10 +5,12 @@ and does another session notice?
     .venv/bin/python scripts/slow_client.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY] [--pid PID]
         [--turns 4] [--rounds 2] [--corpus all] [--rcvbuf 65536] [--out reports/slow-client.json]
 
-Rounds of two phases, interleaved so that both see the same machine: *normal_only* (one normal session
-replays --turns turns through the replay runner, as scripts/replay.py does) and *with_slow* (the same turns
-while one more session streams speech at real-time pace and never reads its socket: see
-app/bench/slow_client.py). The slow session starts --head-start-s before the normal turns, so its replies
+Rounds of three phases, interleaved so that all see the same machine: *normal_only* (one normal session
+replays --turns turns through the replay runner, as scripts/replay.py does), *with_reading* (the same turns
+while one more session streams the same speech at real-time pace and reads what it gets: the control - a
+talking caller costs CPU whether it reads or not) and *with_slow* (the same, but that session never reads its
+socket: see app/bench/slow_client.py). What not reading costs the normal session is with_slow against
+with_reading; --no-control leaves the middle phase out. The slow session starts --head-start-s before the normal turns, so its replies
 are piling up while they run, and stays until the server closes it or --slow-max-s have passed.
 
 The server is sampled every second (RSS: /proc/<pid> with --pid, else /metrics
@@ -37,13 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from app.bench.options import add_server_options, corpus, default_key  # noqa: E402
 from app.bench.probe import CLOSE_REASONS, Probe, mib, require_loopback  # noqa: E402
 from app.bench.replay import ReplayConfig, run_replay  # noqa: E402
-from app.bench.slow_client import NeverReadingClient, speech_frames  # noqa: E402
+from app.bench.slow_client import NeverReadingClient, ReadingTalker, speech_frames  # noqa: E402
 from app.bench.stats import _get, percentile  # noqa: E402
 
 SAMPLE_S = 1.0
 #: After the slow client has gone: how long before the "after" sample.
 SETTLE_S = 3.0
 LIMITS = {"turns": 50, "rounds": 10, "slow_max_s": 600.0}
+PHASES = ("normal_only", "with_reading", "with_slow")
 
 
 def latency(turns: list[dict]) -> dict[str, Any]:
@@ -77,8 +80,8 @@ def tables(report: dict) -> list[str]:
         lat.append(row(ph["label"], str(ph["round"] + 1), ph["latency"]))
     for label, s in report["summary"].items():
         lat.append(row(label, "all", s))
-    slow = ["== the never-reading client ==",
-            f"{'round':>5}{'RSS before':>12}{'peak':>8}{'after':>8} MiB  {'server closed it':<34}{'client saw':<28}"
+    slow = ["== the other caller (with_reading: reads; with_slow: never reads) ==",
+            f"{'phase':<13}{'round':>5}{'RSS before':>12}{'peak':>8}{'after':>8} MiB  {'server closed it':<34}{'client saw':<28}"
             f"{'dropped audio':>14}{'sent audio':>12}"]
     for ph in report["phases"]:
         s = ph.get("slow")
@@ -89,7 +92,7 @@ def tables(report: dict) -> list[str]:
         d = s["drain"]
         saw = (f"{d['close_code']} {d['close_reason'] or ''}".strip() if d["ended"] else "still open") + \
             f", {d['messages']} msgs"
-        slow.append(f"{ph['round'] + 1:>5}{mib(s['rss_before']):>12}{mib(s['rss_peak']):>8}{mib(s['rss_after']):>8}"
+        slow.append(f"{ph['label']:<13}{ph['round'] + 1:>5}{mib(s['rss_before']):>12}{mib(s['rss_peak']):>8}{mib(s['rss_after']):>8}"
                     f"      {closed:<34}{saw:<28}{_f(s['dropped_audio']):>14}{s['audio_sent_s']:>11.0f}s")
     return ["\n".join(lat), "\n".join(slow)]
 
@@ -143,11 +146,12 @@ async def main(args: argparse.Namespace) -> int:
             await run_replay(cfg, utts, sink, stop)
             return turns
 
-        async def with_slow(round_no: int) -> tuple[list[dict], dict]:
-            before = await fresh(f"with_slow {round_no + 1}: before")
-            slow = NeverReadingClient(args.url, key, rcvbuf=args.rcvbuf)
+        async def with_slow(round_no: int, label: str = "with_slow") -> tuple[list[dict], dict]:
+            reading = label == "with_reading"
+            before = await fresh(f"{label} {round_no + 1}: before")
+            slow = (ReadingTalker if reading else NeverReadingClient)(args.url, key, rcvbuf=args.rcvbuf)
             await slow.connect()
-            base = await fresh(f"with_slow {round_no + 1}: connected")
+            base = await fresh(f"{label} {round_no + 1}: connected")
             slow_stop = asyncio.Event()
             streaming = asyncio.ensure_future(slow.stream(speech_frames(slow_utts, gap_s=args.gap_s), slow_stop))
             closed: dict[str, Any] = {}
@@ -171,9 +175,9 @@ async def main(args: argparse.Namespace) -> int:
             try:
                 await asyncio.wait([watcher, streaming], timeout=args.head_start_s,
                                    return_when=asyncio.FIRST_COMPLETED)
-                turns = await normal("with_slow", round_no)
+                turns = await normal(label, round_no)
                 left = args.slow_max_s - (time.monotonic() - slow.connected_at)
-                if left > 0 and not stop.is_set():
+                if left > 0 and not stop.is_set() and not reading:  # a reader is never cut off: no wait
                     await asyncio.wait([watcher, streaming], timeout=left, return_when=asyncio.FIRST_COMPLETED)
             finally:
                 kept_s = time.monotonic() - slow.connected_at
@@ -184,7 +188,7 @@ async def main(args: argparse.Namespace) -> int:
                 await slow.close()
             if isinstance(ended, BaseException):
                 raise ended  # a bug in the slow client, not something the server did
-            phase_label[0] = f"with_slow {round_no + 1}: after"
+            phase_label[0] = f"{label} {round_no + 1}: after"
             await asyncio.sleep(SETTLE_S)
             after = await fresh(phase_label[0])
             closed.update(server_closed(first) or {})  # also a close seen only after streaming ended
@@ -199,14 +203,14 @@ async def main(args: argparse.Namespace) -> int:
                 "audio_sent_s": slow.audio_sent_s, "drain": drain,
                 "dropped_audio": None if after.get("dropped_audio") is None or base.get("dropped_audio") is None
                 else after["dropped_audio"] - base["dropped_audio"],
-                "rcvbuf": args.rcvbuf,
+                "rcvbuf": args.rcvbuf, "reads": reading,
             }
             return turns, info
 
         sampling = asyncio.ensure_future(sampler())
         try:
             for r in range(args.rounds):
-                for label in ("normal_only", "with_slow"):
+                for label in PHASES if args.control else ("normal_only", "with_slow"):
                     if stop.is_set():
                         break
                     phase_label[0] = f"{label} {r + 1}"
@@ -214,7 +218,7 @@ async def main(args: argparse.Namespace) -> int:
                     if label == "normal_only":
                         turns, slow_info = await normal(label, r), None
                     else:
-                        turns, slow_info = await with_slow(r)
+                        turns, slow_info = await with_slow(r, label)
                     phases.append({"label": label, "round": r, "start_s": t0,
                                    "end_s": time.monotonic() - probe.t0, "latency": latency(turns),
                                    "turns": turns, **({"slow": slow_info} if slow_info else {})})
@@ -222,7 +226,7 @@ async def main(args: argparse.Namespace) -> int:
             sampling.cancel()
             (sampled,) = await asyncio.gather(sampling, return_exceptions=True)
             summary = {label: latency([t for ph in phases if ph["label"] == label for t in ph["turns"]])
-                       for label in ("normal_only", "with_slow")}
+                       for label in PHASES if any(ph["label"] == label for ph in phases)}
             report = {"command": " ".join(sys.argv), "url": args.url, "pid": args.pid, "stopped_early": stop.is_set(),
                       "config": {k: v for k, v in vars(args).items() if k not in ("key", "out")},
                       "summary": summary, "phases": phases, "samples": samples}
@@ -251,5 +255,7 @@ if __name__ == "__main__":
     p.add_argument("--rcvbuf", type=int, default=64 * 1024, help="the slow client's socket receive buffer (bytes)")
     p.add_argument("--drain-s", type=float, default=15.0, help="at the end, read what is left for at most this long")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one normal reply")
+    p.add_argument("--no-control", dest="control", action="store_false",
+                   help="leave out the with_reading phase (a talking caller that reads)")
     p.add_argument("--out", default="reports/slow-client.json")
     raise SystemExit(asyncio.run(main(p.parse_args())))

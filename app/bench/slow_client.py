@@ -148,3 +148,28 @@ class NeverReadingClient:
     async def close(self) -> None:
         if self.ws is not None:
             await self.ws.close()
+
+
+class ReadingTalker(NeverReadingClient):
+    """The same caller, but it reads (and discards) everything the server sends: the control that tells what
+    a talking caller costs the others from what *not reading* costs them."""
+
+    messages = 0
+
+    async def stream(self, frames: Iterable[bytes], stop: asyncio.Event, *, chunk_ms: int = CHUNK_MS) -> str:
+        from websockets.exceptions import ConnectionClosed
+
+        async def read() -> None:
+            try:
+                async for _ in self.ws:
+                    self.messages += 1
+            except ConnectionClosed:
+                pass
+
+        reader = asyncio.ensure_future(read())
+        try:
+            return await super().stream(frames, stop, chunk_ms=chunk_ms)
+        finally:
+            reader.cancel()
+            await asyncio.gather(reader, return_exceptions=True)
+
