@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from app.rag.base import BaseRetriever
     from app.rag.embedder import Embedder
     from app.rag.store import VectorStore
+    from app.tools.selector import EmbeddingSelector
     from app.tts.base import TTSEngine
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,8 @@ class Stack:
     tts: TTSEngine | None = None
     #: The extractive answer path's sentence picker (its sentence embeddings are shared by every session).
     picker: SentencePicker | None = None
+    #: The embedding tool selector (tool description vectors, shared by every session).
+    tool_selector: EmbeddingSelector | None = None
     load_seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod
@@ -118,15 +121,19 @@ class Stack:
             self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache,
                                        hybrid=bool(cfg.get("hybrid", False)),
                                        text_weight=float(cfg.get("hybrid_text_weight", 1.0)))
+        embedder = self.embedder
+
+        async def embed(texts: list[str]) -> Any:
+            return await embedder.run(embedder.embed, texts)
+
         if self.picker is None:
             from app.answer.extract import SentencePicker
 
-            embedder = self.embedder
-
-            async def embed(texts: list[str]) -> Any:
-                return await embedder.run(embedder.embed, texts)
-
             self.picker = SentencePicker(embed)
+        if self.tool_selector is None:
+            from app.tools.selector import EmbeddingSelector
+
+            self.tool_selector = EmbeddingSelector(embed)
 
     async def _start_llm(self) -> None:
         from app.llm import create_engine

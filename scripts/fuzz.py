@@ -433,7 +433,7 @@ class Generator:
     def unknown_type(self) -> Case:
         eid = self.eid()
         etype = self.rng.choice(["input_audio_buffer.explode", "", "RESPONSE.CANCEL", "response.cancel ",
-                                 FILL * 10_000, "session.updated", "conversation.item.retrieve",
+                                 FILL * 10_000, "session.updated", "conversation.item.fetch",
                                  "output_audio_buffer.clear", "transcription_session.update", "résponse.créate",
                                  SURROGATE, "error"])
         ev = {"type": etype, "event_id": eid}

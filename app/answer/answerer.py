@@ -19,6 +19,7 @@ from app.answer.loops import find_loop
 from app.answer.policy import AnswerPolicy
 from app.llm.base import LLMRequest, TokenDelta
 from app.metrics.timeline import TurnTimeline
+from app.tools.results import speakable
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ class Found(Protocol):
 BORDERLINE_HINT = "If the context does not answer the question, say that you do not know."
 
 DECLINED, EXTRACTIVE, GENERATIVE = "declined", "extractive", "generative"
+#: The extractive path of an answer after tool calls: the tools' outputs said as they are (app/tools/results.py).
+TOOL_RESULT = "tool_result"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,26 @@ class Answerer:
                            "top_score": None if score is None else round(score, 4)}
         if plan.extract is not None:
             timeline.answer["extract_score"] = round(plan.extract.score, 4)
+        return plan
+
+    async def plan_from_tools(self, question: str, results: list[tuple[Any, Any]], instructions: str,
+                              history: list[dict[str, str]], timeline: TurnTimeline, *,
+                              custom_instructions: bool = False) -> Plan:
+        """The answer after the client ran tools: ``results`` are (call or None, output) pairs. The extractive
+        mode says the outputs (no LLM: a small model loses the facts it is given); the others give them to the
+        model as the context, in place of retrieved passages."""
+        mode = self.policy.mode
+        if custom_instructions and mode == "extractive":
+            mode = "generative"
+        if mode == "extractive":
+            plan = Plan(TOOL_RESULT, None, text=" ".join(speakable(out.output) for _, out in results))
+            timeline.mark("prompt_ready")
+        else:
+            passages = [ContextPassage(f"Result of {call.name if call is not None else 'a tool'}", out.output)
+                        for call, out in results]
+            messages, ids = self.build_prompt(instructions, question, passages, history, timeline)
+            plan = Plan(GENERATIVE, None, messages=messages, ids=ids)
+        timeline.answer = {"path": plan.path, "mode": mode, "top_score": None, "from": "tools"}
         return plan
 
     async def _choose(self, p: AnswerPolicy, question: str, found: Found, instructions: str,

@@ -24,6 +24,9 @@ class LLMRequest:
     #: ``frequency_penalty``: 0.0 is off).
     repetition_penalty: float = 1.0
     frequency_penalty: float = 0.0
+    #: A JSON schema the output must follow (the engine's structured outputs / guided decoding): the reply is
+    #: then one JSON value valid for it. None: free text.
+    json_schema: dict[str, Any] | None = None
 
 
 @dataclass

@@ -51,6 +51,8 @@ class OpenAIRemoteEngine(LLMEngine):
         return []  # the remote server applies the chat template and tokenizes
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
+        from openai import omit
+
         try:
             stream = await self.client.chat.completions.create(
                 model=self.model, messages=request.messages, max_tokens=request.max_tokens,
@@ -59,6 +61,9 @@ class OpenAIRemoteEngine(LLMEngine):
                 # vLLM's own sampling parameter, outside the OpenAI schema
                 extra_body={"repetition_penalty": request.repetition_penalty}
                 if request.repetition_penalty != 1.0 else None,
+                # structured outputs the OpenAI way (vLLM's server guides decoding by it)
+                response_format={"type": "json_schema", "json_schema": {"name": "output", "schema": request.json_schema}}
+                if request.json_schema is not None else omit,
             )
         except Exception as exc:
             raise EngineError(f"remote LLM request failed: {type(exc).__name__}: {exc}") from exc

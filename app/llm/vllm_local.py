@@ -133,6 +133,7 @@ class VLLMLocalEngine(LLMEngine):
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
         from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
 
         if self._engine is None:
             raise EngineError("the LLM engine is not started", "call start() first")
@@ -147,6 +148,8 @@ class VLLMLocalEngine(LLMEngine):
             repetition_penalty=request.repetition_penalty,
             frequency_penalty=request.frequency_penalty,
             output_kind=_delta_kind(),
+            structured_outputs=StructuredOutputsParams(json=request.json_schema, disable_any_whitespace=True)
+            if request.json_schema is not None else None,
         )
         finished = False
         generated = 0

@@ -38,7 +38,8 @@ CEILINGS = {
     "prefill": 120.0,
 }
 SPANS = ("network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client")
-BESIDE = ("endpoint_delay", "voice_to_voice", "tts_first_audio", "tokens_per_s", "spec_acceptance", "retrieval_ahead")
+BESIDE = ("endpoint_delay", "voice_to_voice", "tts_first_audio", "tokens_per_s", "spec_acceptance", "retrieval_ahead",
+          "tool_choice", "tool")
 
 
 def now_ns() -> int:
@@ -63,6 +64,9 @@ class TurnTimeline:
     #: How the question was answered (app/answer): ``path`` declined | extractive | generative, the
     #: profile's ``mode``, ``top_score`` (cosine to the best passage).
     answer: dict[str, Any] | None = None
+    #: Tool calling (app/tools): what the decision did (``selector``, ``called``, ``best``, ``score``, ``ms``),
+    #: or, for an answer after tools ran, their ``results`` (name, call_id, ms at the client).
+    tool: dict[str, Any] | None = None
     #: The prompt's length in tokens and how many of them vLLM's prefix cache already held.
     prompt_tokens: int | None = None
     cached_prompt_tokens: int | None = None
@@ -130,6 +134,8 @@ class TurnTimeline:
         if self.spec and self.spec.get("num_draft_tokens"):
             s["spec_acceptance"] = self.spec["num_accepted_draft_tokens"] / self.spec["num_draft_tokens"]
         s["retrieval_ahead"] = self.measured.get("retrieval_ahead")
+        s["tool_choice"] = self.measured.get("tool_choice")
+        s["tool"] = self.measured.get("tool")
         return s
 
     def verdict(self) -> tuple[bool | None, list[str]]:
@@ -167,5 +173,6 @@ class TurnTimeline:
             "ahead_ms": {k: round(v, 3) for k, v in self.ahead.items()},
             "retrieval_cache": self.retrieval_cache,
             "answer": self.answer,
+            "tool": self.tool,
             "prefix_cache": {"prompt_tokens": self.prompt_tokens, "cached_tokens": self.cached_prompt_tokens},
         }

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from app.protocol import fields as f
+from app.protocol import tools as t
 from app.protocol.errors import ProtocolError
 from app.protocol.fields import MAX_CONTENT_PARTS, MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, MAX_TEXT_BYTES
 
@@ -36,11 +37,13 @@ CLIENT_EVENT_TYPES = frozenset({
     "conversation.item.create",
     "conversation.item.truncate",
     "conversation.item.delete",
+    "conversation.item.retrieve",
     "response.create",
     "response.cancel",
 })
 
 ROLES = ("user", "system", "assistant")
+ITEM_TYPES = ("message", "function_call", "function_call_output")
 #: Content part types a message may carry (text only; audio and images are refused).
 TEXT_PART_TYPES = ("input_text", "text", "output_text")
 
@@ -59,10 +62,18 @@ class ResponseOptions:
     metadata: dict[str, str] | None = None
     #: ``"auto"`` (default), ``"none"`` (out of band) or a conversation id; not implemented yet.
     conversation: str | None = None
+    #: The tools of this response only, and how to use them (checked against the effective tools by the session).
+    tools: tuple[t.FunctionTool, ...] | None = None
+    tool_choice: t.ToolChoice | None = None
 
     def overrides(self) -> dict[str, Any]:
         """The fields given, as a dict (``ClientEvent.data["response"]``)."""
         return {k: v for k, v in vars(self).items() if v is not None}
+
+
+def _with_id(item: dict[str, Any], item_id: str | None) -> dict[str, Any]:
+    """An item's plain dict, with the client's ``id`` when it gave one."""
+    return item if item_id is None else {**item, "id": item_id}
 
 
 @dataclass(frozen=True)
@@ -86,11 +97,34 @@ class MessageItem:
         return " ".join(p.text for p in self.content).strip()
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"type": "message", "role": self.role,
-                               "content": [{"type": p.type, "text": p.text} for p in self.content]}
-        if self.id is not None:
-            out["id"] = self.id
-        return out
+        return _with_id({"type": "message", "role": self.role,
+                         "content": [{"type": p.type, "text": p.text} for p in self.content]}, self.id)
+
+
+@dataclass(frozen=True)
+class FunctionCallOutputItem:
+    """``conversation.item.create``'s ``item`` of type ``function_call_output``: a tool's result."""
+
+    call_id: str
+    output: str
+    id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _with_id({"type": "function_call_output", "call_id": self.call_id, "output": self.output}, self.id)
+
+
+@dataclass(frozen=True)
+class FunctionCallItem:
+    """``conversation.item.create``'s ``item`` of type ``function_call`` (a call the client adds to history)."""
+
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _with_id({"type": "function_call", "call_id": self.call_id, "name": self.name,
+                         "arguments": self.arguments}, self.id)
 
 
 @dataclass(frozen=True)
@@ -103,6 +137,7 @@ class ClientEvent:
     ``conversation.item.create``   ``item``, ``previous_item_id``
     ``conversation.item.truncate`` ``item_id``, ``content_index``, ``audio_end_ms``
     ``conversation.item.delete``   ``item_id``
+    ``conversation.item.retrieve`` ``item_id``
     ``response.create``            ``response`` (None when absent or null)
     ``response.cancel``            ``response_id`` (None when absent or null)
     ============================== =====================================================================
@@ -119,7 +154,7 @@ class ClientEvent:
     audio: bytes = b""
     extra: dict[str, Any] = field(default_factory=dict)
     session: dict[str, Any] | None = None
-    item: MessageItem | None = None
+    item: MessageItem | FunctionCallOutputItem | FunctionCallItem | None = None
     previous_item_id: str | None = None
     item_id: str | None = None
     content_index: int | None = None
@@ -276,6 +311,11 @@ def _item_delete(data: dict, event_id: str | None) -> ClientEvent:
     return ClientEvent("conversation.item.delete", event_id, {"item_id": item_id}, item_id=item_id)
 
 
+def _item_retrieve(data: dict, event_id: str | None) -> ClientEvent:
+    item_id = f.identifier(data.get("item_id"), "item_id", event_id)
+    return ClientEvent("conversation.item.retrieve", event_id, {"item_id": item_id}, item_id=item_id)
+
+
 def _response_create(data: dict, event_id: str | None) -> ClientEvent:
     raw = data.get("response")
     if raw is None:
@@ -300,6 +340,7 @@ _PARSERS: dict[str, Callable[[dict, str | None], ClientEvent]] = {
     "conversation.item.create": _item_create,
     "conversation.item.truncate": _item_truncate,
     "conversation.item.delete": _item_delete,
+    "conversation.item.retrieve": _item_retrieve,
     "response.create": _response_create,
     "response.cancel": _response_cancel,
 }
@@ -329,18 +370,30 @@ def parse_response_options(response: dict[str, Any], event_id: str | None) -> Re
     """``response.create``'s ``response`` object -> ResponseOptions (unknown keys are ignored)."""
     f.checked(response, "response.", event_id, _RESPONSE_IGNORED)
     return ResponseOptions(**f.common_options(response, "response.", event_id),
+                           **t.options(response, "response.", event_id),
                            **f.checked(response, "response.", event_id, _RESPONSE_FIELDS))
 
 
-def _validate_item(item: dict, event_id: str | None) -> MessageItem:
-    """``conversation.item.create``'s ``item``: a text message with 1..64 text parts, 32 KiB of text in all."""
-    itype = item.get("type", "message")
-    if itype != "message":
-        raise ProtocolError("unsupported_item", f"item type {f.show(itype)} is not supported (only 'message')",
-                            param="item.type", event_id=event_id)
+def _validate_item(item: dict, event_id: str | None) -> MessageItem | FunctionCallOutputItem | FunctionCallItem:
+    """``conversation.item.create``'s ``item``: a text message with 1..64 text parts, 32 KiB of text in all, or
+    a ``function_call_output`` (a tool's result) or ``function_call``."""
+    itype = item.get("type")
+    if itype is None:
+        itype = "message"
+    if itype not in ITEM_TYPES:
+        raise ProtocolError("unsupported_item", f"item type {f.show(itype)} is not supported (only "
+                            "'message', 'function_call' and 'function_call_output')", param="item.type",
+                            event_id=event_id)
     item_id = item.get("id")
     if item_id is not None:
         item_id = f.identifier(item_id, "item.id", event_id)
+    if itype == "function_call_output":
+        return FunctionCallOutputItem(f.identifier(item.get("call_id"), "item.call_id", event_id),
+                                      t.output_text(item.get("output"), "item.output", event_id), item_id)
+    if itype == "function_call":
+        return FunctionCallItem(f.identifier(item.get("call_id"), "item.call_id", event_id),
+                                t.tool_name(item.get("name"), "item.name", event_id),
+                                t.output_text(item.get("arguments"), "item.arguments", event_id), item_id)
     role = item.get("role")
     if role not in ROLES:  # a list or dict is never "in" a tuple of str; no hashing needed
         raise ProtocolError("invalid_value", "'item.role' must be user, system or assistant", param="item.role",

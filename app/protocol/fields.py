@@ -180,10 +180,8 @@ _COMMON: dict[str, Check] = {
     "output_modalities": output_modalities,
     "max_output_tokens": max_output_tokens,
 }
-#: GA fields we accept and ignore (tools are not implemented), after a type check.
+#: GA fields we accept and ignore, after a type check (``tools``/``tool_choice``: app/protocol/tools.py).
 _COMMON_IGNORED: dict[str, Check] = {
-    "tools": lambda v, p, e: array(v, p, e, of=obj),
-    "tool_choice": string_or_object,
     "prompt": obj,
     "reasoning": obj,
     "parallel_tool_calls": boolean,
@@ -194,8 +192,8 @@ def common_options(src: dict[str, Any], prefix: str, event_id: str | None) -> di
     """Validate the fields ``session.update``'s ``session`` and ``response.create``'s ``response`` share.
 
     Returns ``{"instructions": str, "output_modalities": tuple, "max_output_tokens": int}`` with only the
-    keys the client gave (not null); type-checks and drops ``tools``, ``tool_choice``, ``prompt``,
-    ``reasoning``, ``parallel_tool_calls``. ``prefix``: ``"session."`` or ``"response."``.
+    keys the client gave (not null); type-checks and drops ``prompt``, ``reasoning``, ``parallel_tool_calls``.
+    ``prefix``: ``"session."`` or ``"response."``. (``tools``/``tool_choice``: ``app.protocol.tools.options``.)
     """
     checked(src, prefix, event_id, _COMMON_IGNORED)
     return checked(src, prefix, event_id, _COMMON)

@@ -31,6 +31,18 @@ def message_item(item_id: str, role: Role, status: str, parts: list[dict[str, An
             "content": parts}
 
 
+def function_call_item(item_id: str, status: str, call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """A ``realtime.item`` of type ``function_call``: the model asks the client to run a tool."""
+    return {"id": item_id, "type": "function_call", "object": "realtime.item", "status": status,
+            "call_id": call_id, "name": name, "arguments": arguments}
+
+
+def function_call_output_item(item_id: str, call_id: str, output: str) -> dict[str, Any]:
+    """A ``realtime.item`` of type ``function_call_output``: the client's result of a tool call."""
+    return {"id": item_id, "type": "function_call_output", "object": "realtime.item", "status": "completed",
+            "call_id": call_id, "output": output}
+
+
 # --- session -----------------------------------------------------------------------------------------
 
 def session_created(config: SessionConfig) -> dict[str, Any]:
@@ -73,6 +85,10 @@ def item_done(item: dict[str, Any], previous_item_id: str | None = None) -> dict
     if previous_item_id is None:
         return server_event("conversation.item.done", item=item)
     return server_event("conversation.item.done", previous_item_id=previous_item_id, item=item)
+
+
+def item_retrieved(item: dict[str, Any]) -> dict[str, Any]:
+    return server_event("conversation.item.retrieved", item=item)
 
 
 def item_deleted(item_id: str) -> dict[str, Any]:
@@ -130,6 +146,17 @@ def output_item_added(response_id: str, item: dict[str, Any]) -> dict[str, Any]:
 
 def output_item_done(response_id: str, item: dict[str, Any]) -> dict[str, Any]:
     return server_event("response.output_item.done", response_id=response_id, output_index=0, item=item)
+
+
+def function_call_arguments_delta(response_id: str, item_id: str, call_id: str, delta: str) -> dict[str, Any]:
+    return server_event("response.function_call_arguments.delta", response_id=response_id, item_id=item_id,
+                        output_index=0, call_id=call_id, delta=delta)
+
+
+def function_call_arguments_done(response_id: str, item_id: str, call_id: str, name: str,
+                                 arguments: str) -> dict[str, Any]:
+    return server_event("response.function_call_arguments.done", response_id=response_id, item_id=item_id,
+                        output_index=0, call_id=call_id, name=name, arguments=arguments)
 
 
 def content_part_added(response_id: str, item_id: str, part: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from app.audio.rates import INPUT_RATE, OUTPUT_RATE
 from app.protocol import fields as f
+from app.protocol import tools as t
 
 #: The only ``audio/pcm`` rate on the wire (input and output are both 24 kHz; kept for importers).
 AUDIO_RATE = INPUT_RATE
@@ -47,6 +48,9 @@ class SessionConfig:
     #: sub250 extension (``session.sub250.speculative_turns``): prepare the reply at the first pause, before
     #: the turn is committed. None: the profile's choice (``[vad] speculate_after_ms``).
     speculative_turns: bool | None = None
+    #: Function tools the model may call, and how (``tool_choice``).
+    tools: tuple[t.FunctionTool, ...] = ()
+    tool_choice: t.ToolChoice = t.AUTO
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -57,6 +61,8 @@ class SessionConfig:
             "instructions": self.instructions,
             "output_modalities": list(self.output_modalities),
             "max_output_tokens": self.max_output_tokens,
+            "tools": [tool.to_wire() for tool in self.tools],
+            "tool_choice": self.tool_choice.to_wire(),
             "audio": {
                 "input": {
                     "format": {"type": "audio/pcm", "rate": INPUT_RATE},
@@ -71,13 +77,16 @@ class SessionConfig:
         """Apply a ``session.update`` payload; raise ProtocolError on the first bad field.
 
         Every field is type-checked, whatever the payload holds (``null`` = not given, except
-        ``turn_detection``/``transcription``: off). Fields of the GA API we do not implement (``tools``,
-        ``tool_choice``, ``prompt``, ``tracing`` ...) are type-checked and ignored; unknown keys are ignored.
+        ``turn_detection``/``transcription``: off). Fields of the GA API we do not implement (``prompt``,
+        ``tracing`` ...) are type-checked and ignored; unknown keys are ignored.
         """
         session = f.obj(session, "session", event_id)
         if "type" in session and session["type"] != "realtime":
             raise f.invalid("session.type", "only 'realtime' sessions are supported", event_id)
         changes: dict[str, Any] = f.common_options(session, "session.", event_id)
+        changes.update(t.options(session, "session.", event_id))
+        t.check_choice(changes.get("tool_choice", self.tool_choice), changes.get("tools", self.tools),
+                       "session.tool_choice", event_id)
         f.checked(session, "session.", event_id, _SESSION_IGNORED)
         ext = session.get("sub250")
         if ext is not None:

@@ -22,10 +22,12 @@ import numpy as np
 
 from app.audio.rates import OUTPUT_RATE
 from app.protocol import server_events as ev
+from app.protocol import tools as t
 from app.protocol.events import ProtocolError, new_id
 from app.protocol.session_config import DEFAULT_INSTRUCTIONS, SessionConfig
 from app.session import stages
-from app.session.conversation import Conversation, Item
+from app.session.conversation import Conversation, FunctionCall, Item
+from app.tools import ToolArgumentsError, ToolCall
 from app.session.output import ReplyOutput
 from app.session.stats import SessionStats
 from app.session.tuning import PipelineTuning
@@ -55,17 +57,28 @@ class ReplyOptions:
     instructions: str
     modalities: tuple[str, ...]
     max_tokens: int
+    tools: tuple[t.FunctionTool, ...] = ()
+    tool_choice: t.ToolChoice = t.AUTO
 
     @property
     def audio(self) -> bool:
         return "audio" in self.modalities
 
+    @property
+    def may_call_tools(self) -> bool:
+        return bool(self.tools) and self.tool_choice.mode != "none"
+
     @classmethod
     def resolve(cls, config: SessionConfig, overrides: Any = None) -> "ReplyOptions":
-        """The session's settings with a ``response.create``'s overrides (already validated) applied."""
+        """The session's settings with a ``response.create``'s overrides (already validated) applied; a
+        ``tool_choice`` naming a function that is not among the resulting tools is refused (ProtocolError)."""
+        tools = config.tools if overrides is None or overrides.tools is None else overrides.tools
+        choice = (overrides and overrides.tool_choice) or config.tool_choice
+        t.check_choice(choice, tools, "response.tool_choice", None)
         return cls(instructions=(overrides and overrides.instructions) or config.instructions,
                    modalities=(overrides and overrides.output_modalities) or config.output_modalities,
-                   max_tokens=(overrides and overrides.max_output_tokens) or config.max_output_tokens)
+                   max_tokens=(overrides and overrides.max_output_tokens) or config.max_output_tokens,
+                   tools=tools, tool_choice=choice)
 
 
 class Reply:
@@ -92,6 +105,10 @@ class Reply:
         self._text_queued = False
         self._item_added = False  # the reply's output item was announced (a reply to silence has none)
         self._speaker: stages.Speaker | None = None
+        #: The tool call this reply made instead of speaking (its output item), if any.
+        self._call: FunctionCall | None = None
+        #: The item the reply follows in the conversation: the question, or the last tool output it answers from.
+        self._after = turn.item_id
         #: The reply's item in the conversation once finished: audio leaving later still counts for truncation.
         self._item: Item | None = None
         #: Set when the stages end: (status, error). The reply is finished once that is told to the client.
@@ -188,16 +205,36 @@ class Reply:
 
     async def _answer(self, question: str) -> None:
         turn, tl, opts = self.turn, self.turn.timeline, self.options
+        answerer = stages.answerer(self.stack, self.tuning)
+        custom = opts.instructions != DEFAULT_INSTRUCTIONS
+        results = self.conversation.tool_results(after=turn.item_id)
+        if results:  # the client ran the tools this question needed: answer from their outputs
+            self._after = results[-1][1].id
+            stages.record_tool_results(tl, results)
+            plan = await answerer.plan_from_tools(question, results, opts.instructions,
+                                                  self.conversation.for_prompt(until=turn.item_id), tl,
+                                                  custom_instructions=custom)
+            await self._speak(answerer, plan)
+            return
         found = await stages.retrieve(self.stack.retriever, question, turn)
         if found.failed:
             self._say(ev.error(ProtocolError(
                 "retrieval_unavailable", "the knowledge base is unavailable; answering without it",
                 type="server_error")))
+        if opts.may_call_tools:
+            call = await stages.decide_tool(stages.tool_caller(self.stack, self.tuning), question, found,
+                                            opts.tools, opts.tool_choice, self.engine_request_id, tl)
+            if call is not None:
+                self._call_tool(call)
+                return
         self.output.send(ev.sources(self.id, turn.item_id, [p.as_source() for p in found.passages]))
-        answerer = stages.answerer(self.stack, self.tuning)
         plan = await answerer.plan(question, found, opts.instructions,
-                                   self.conversation.for_prompt(exclude=turn.item_id), tl,
-                                   custom_instructions=opts.instructions != DEFAULT_INSTRUCTIONS)
+                                   self.conversation.for_prompt(exclude=turn.item_id), tl, custom_instructions=custom)
+        await self._speak(answerer, plan)
+
+    async def _speak(self, answerer: Any, plan: Any) -> None:
+        """The reply's message item, its text as the plan gives it, and its audio."""
+        tl, opts = self.turn.timeline, self.options
         part = "output_audio" if opts.audio else "output_text"
         item = ev.message_item(self.item_id, "assistant", "in_progress", [])
         self._item_added = True
@@ -212,6 +249,26 @@ class Reply:
                 self._put_text(text, speaker)
         if speaker is not None:
             await speaker.finish()
+
+    def _call_tool(self, call: ToolCall) -> None:
+        """The reply is a ``function_call`` item: the client runs the tool, sends its output, asks again."""
+        tl = self.turn.timeline
+        tl.mark("first_token")  # the call is ready: the first thing of this response the client gets
+        self._call = fc = FunctionCall(self.item_id, new_id("call"), call.name, call.arguments, status="in_progress",
+                                       speech_end_ns=tl.marks.get("speech_end", 0))
+        self._item_added = True
+        self._answering = True
+        self.output.send(ev.output_item_added(self.id, fc.to_wire()))
+        self.output.send(ev.item_added(fc.to_wire(), self.conversation.last_id))
+        self.output.send(ev.function_call_arguments_delta(self.id, fc.id, fc.call_id, fc.arguments),
+                         on_sent=self._call_sent)
+        self.output.send(ev.function_call_arguments_done(self.id, fc.id, fc.call_id, fc.name, fc.arguments))
+
+    def _call_sent(self, ns: int) -> None:
+        self.turn.timeline.mark("first_token_sent", ns)
+        if self._call is not None:
+            self._call.sent_ns = ns
+        self._report_final_if_ready()
 
     def _put_text(self, text: str, speaker: stages.Speaker | None) -> None:
         self.text += text
@@ -282,6 +339,30 @@ class Reply:
         if status == "cancelled":
             self.stats.cancelled += 1
         completed = self.state is ReplyState.DONE
+        in_history, wire_item = self._call_item(completed) if self._call is not None else self._message_item(completed)
+        details: dict[str, Any] | None = None
+        if self.state is ReplyState.CANCELLED:
+            details = {"type": "cancelled", "reason": self.cancel_reason}
+        elif self.state is ReplyState.FAILED:
+            error_id = new_id("err")
+            code, message = "response_failed", f"the response failed (error id {error_id})"
+            if isinstance(error, ToolArgumentsError):  # the model's mistake, said as such (no exception text)
+                code, message = "tool_arguments_invalid", f"{error} (error id {error_id})"
+                log.warning("reply %s: %s (error id %s)", self.id, error, error_id)
+            else:
+                log.error("reply %s failed (error id %s)", self.id, error_id, exc_info=error)
+            self.stats.errors += 1
+            self._say(ev.error(ProtocolError(code, message, type="server_error")))
+            details = {"type": "failed", "error": {"type": "server_error", "code": code, "message": message}}
+        self._say(ev.response_done(ev.response_object(
+            self.id, self.conversation_id, STATUS[self.state], status_details=details,
+            output=[wire_item] if in_history else [], output_tokens=tl.tokens)))
+        if self.options.audio:
+            self.output.audio_done()
+        self._report_final_if_ready()
+
+    def _message_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
+        """The spoken or written reply joins the conversation; returns (in history, its wire item)."""
         # The conversation keeps what the caller actually got: everything on completion, what was sent otherwise.
         kept = self.text if completed else self.text_sent
         part = "output_audio" if self.options.audio else "output_text"
@@ -289,7 +370,7 @@ class Reply:
                     audio_ms=self.audio_sent_ms)
         in_history = self._item_added and (bool(kept) or completed)
         if in_history:  # it answers the caller's item, even if the caller spoke again meanwhile
-            self.conversation.add(item, after=self.turn.item_id)
+            self.conversation.add(item, after=self._after)
             self._item = item
         wire_item = item.to_wire()
         if completed and self._item_added and (self.text or self.options.audio):
@@ -298,23 +379,18 @@ class Reply:
             self._say(ev.content_part_done(self.id, self.item_id, ev.content_part(part, self.text)))
             self._say(ev.output_item_done(self.id, wire_item))
             self._say(ev.item_done(wire_item))
-        details: dict[str, Any] | None = None
-        if self.state is ReplyState.CANCELLED:
-            details = {"type": "cancelled", "reason": self.cancel_reason}
-        elif self.state is ReplyState.FAILED:
-            error_id = new_id("err")
-            log.error("reply %s failed (error id %s)", self.id, error_id, exc_info=error)
-            message = f"the response failed (error id {error_id})"
-            self.stats.errors += 1
-            self._say(ev.error(ProtocolError("response_failed", message, type="server_error")))
-            details = {"type": "failed", "error": {"type": "server_error", "code": "response_failed",
-                                                   "message": message}}
-        self._say(ev.response_done(ev.response_object(
-            self.id, self.conversation_id, STATUS[self.state], status_details=details,
-            output=[wire_item] if in_history else [], output_tokens=tl.tokens)))
-        if self.options.audio:
-            self.output.audio_done()
-        self._report_final_if_ready()
+        return in_history, wire_item
+
+    def _call_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
+        """A completed tool call joins the conversation (its output will name it); a cancelled one is dropped."""
+        call = self._call
+        assert call is not None
+        call.status = "completed" if completed else "incomplete"
+        if completed:
+            self.conversation.add(call, after=self.turn.item_id)
+            self._say(ev.output_item_done(self.id, call.to_wire()))
+            self._say(ev.item_done(call.to_wire()))
+        return completed, call.to_wire()
 
     def _report_final_if_ready(self) -> bool:
         """Send the final latency report once the reply is finished and, when it completed, once what it queued
@@ -331,7 +407,7 @@ class Reply:
                 rtt.add_done_callback(lambda t: None if t.cancelled() else self._report_final_if_ready())
             return False
         if self.state is ReplyState.DONE and (
-                (self._text_queued and not tl.has("first_token_sent"))
+                ((self._text_queued or self._call is not None) and not tl.has("first_token_sent"))
                 or (self.audio_queued_ms and not tl.has("first_audio_sent"))):
             return False
         self._final_reported = True

@@ -20,10 +20,11 @@ from app.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, Speech
 from app.audio.rates import INPUT_RATE
 from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
+from app.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
 from app.protocol.events import ClientEvent, ProtocolError, new_id
 from app.protocol.session_config import SessionConfig
 from app.session import stages
-from app.session.conversation import Conversation, Item
+from app.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, FunctionOutput, Item
 from app.session.input_buffer import MAX_BUFFER_MS, InputBuffer
 from app.session.listening import Listening
 from app.session.output import ReplyOutput, Transport
@@ -64,6 +65,7 @@ class RealtimeSession:
             "session.update": self._on_session_update, "input_audio_buffer.append": self._on_buffer_append,
             "input_audio_buffer.commit": self._on_buffer_commit, "input_audio_buffer.clear": self._on_buffer_clear,
             "conversation.item.create": self._on_item_create, "conversation.item.delete": self._on_item_delete,
+            "conversation.item.retrieve": self._on_item_retrieve,
             "conversation.item.truncate": self._on_item_truncate,
             "response.create": self._on_response_create, "response.cancel": self._on_response_cancel}
 
@@ -235,10 +237,24 @@ class RealtimeSession:
     # --- the conversation ----------------------------------------------------------------------------
 
     async def _on_item_create(self, event: ClientEvent, received_ns: int) -> None:
-        if (src := event.item) is None:
+        src = event.item
+        if isinstance(src, FunctionCallOutputItem):
+            call = self.conversation.call(src.call_id)
+            if call is None:
+                raise ProtocolError("function_call_not_found", f"no function call {src.call_id!r} in the "
+                                    "conversation for this output", param="item.call_id")
+            item: AnyItem = FunctionOutput(src.id or new_id("item"), src.call_id, src.output,
+                                           tool_ms=(received_ns - call.sent_ns) / 1e6 if call.sent_ns else None)
+        elif isinstance(src, FunctionCallItem):
+            item = FunctionCall(src.id or new_id("item"), src.call_id, src.name, src.arguments)
+        elif src is not None:
+            item = Item(src.id or new_id("item"), src.role, "input_text", src.text)
+        else:
             raise ProtocolError("invalid_event", "conversation.item.create needs an 'item'", param="item")
-        item = Item(src.id or new_id("item"), src.role, "input_text", src.text)
-        previous = self.conversation.add(item)
+        after = event.previous_item_id
+        if after is not None and after != ROOT and self.conversation.get(after) is None:
+            raise ProtocolError("item_not_found", f"no item {after!r} to insert after", param="previous_item_id")
+        previous = self.conversation.add(item, after=after)
         self.transport.send(ev.item_added(item.to_wire(), previous))
         self.transport.send(ev.item_done(item.to_wire(), previous))
 
@@ -247,6 +263,12 @@ class RealtimeSession:
         if not self.conversation.delete(item_id):
             raise ProtocolError("item_not_found", f"no item {item_id!r} in the conversation", param="item_id")
         self.transport.send(ev.item_deleted(item_id))
+
+    async def _on_item_retrieve(self, event: ClientEvent, received_ns: int) -> None:
+        item = self.conversation.get(event.item_id or "")
+        if item is None:
+            raise ProtocolError("item_not_found", f"no item {event.item_id!r} in the conversation", param="item_id")
+        self.transport.send(ev.item_retrieved(item.to_wire()))
 
     async def _on_item_truncate(self, event: ClientEvent, received_ns: int) -> None:
         """The client says how much of an assistant item's audio was played: cut the text to match."""
@@ -261,6 +283,7 @@ class RealtimeSession:
         if self.reply is not None:
             raise ProtocolError("conversation_already_has_active_response",
                                 "a response is in progress; cancel it first (response.cancel)")
+        options = ReplyOptions.resolve(self.config, event.response)  # before anything starts: may refuse
         last = self.conversation.last_user_text()
         if last is None:
             raise ProtocolError("no_user_input", "there is no user message to respond to")
@@ -270,7 +293,7 @@ class RealtimeSession:
         if self._gateway_ms is not None:
             turn.timeline.measured["gateway"] = self._gateway_ms
         turn.rtt = self.tasks.spawn(stages.measure_rtt(self.transport, turn.timeline))
-        self._start_reply(turn, options=ReplyOptions.resolve(self.config, event.response))
+        self._start_reply(turn, options=options)
 
     async def _on_response_cancel(self, event: ClientEvent, received_ns: int) -> None:
         rid, reply = event.response_id, self.reply

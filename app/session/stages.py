@@ -27,6 +27,8 @@ from app.metrics.timeline import TurnTimeline, now_ns
 from app.rag.base import BaseRetriever
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
+from app.protocol.tools import FunctionTool, ToolChoice
+from app.tools import ToolCall, ToolCaller
 from app.tts.base import TTSEngine
 from app.tts.chunker import SentenceChunker
 
@@ -103,6 +105,36 @@ def answerer(stack: Any, tuning: PipelineTuning, policy: AnswerPolicy | None = N
     :func:`generate`, sentences picked by the stack's picker; ``policy`` defaults to the profile's."""
     return Answerer(tuning.answer if policy is None else policy, functools.partial(build_prompt, stack.llm, tuning),
                     functools.partial(generate, stack.llm), stack.picker)
+
+
+def tool_caller(stack: Any, tuning: PipelineTuning) -> ToolCaller:
+    """The tool decision on ``stack``'s engines: the LLM's stream (structured outputs) and the stack's
+    embedding selector, by the profile's ``[tools]`` policy."""
+    return ToolCaller(tuning.tools, stack.llm.stream, stack.tool_selector)
+
+
+async def decide_tool(caller: ToolCaller, question: str, found: Retrieved, tools: tuple[FunctionTool, ...],
+                      choice: ToolChoice, request_id: str, timeline: TurnTimeline) -> ToolCall | None:
+    """Which tool the question needs (None: none); its time is ``tool_choice`` beside the budget and what was
+    decided is ``tool`` in the turn's report. A model output invalid for the tool raises ToolArgumentsError."""
+    t0 = now_ns()
+    try:
+        decision = await caller.decide(question, found.vector, tools, choice, request_id, kb_score=found.top_score)
+    finally:
+        timeline.measured["tool_choice"] = (now_ns() - t0) / 1e6
+    timeline.tool = decision.report()
+    return decision.call
+
+
+def record_tool_results(timeline: TurnTimeline, results: list[tuple[Any, Any]]) -> None:
+    """The answer after the client ran tools: their time at the client (call sent -> output received) is
+    ``tool`` beside the budget, and which they were goes in the report."""
+    times = [out.tool_ms for _, out in results if out.tool_ms is not None]
+    if times:
+        timeline.measured["tool"] = sum(times)
+    timeline.tool = {"results": [{"name": call.name if call is not None else None, "call_id": out.call_id,
+                                  "ms": None if out.tool_ms is None else round(out.tool_ms, 3)}
+                                 for call, out in results]}
 
 
 async def generate(llm: LLMEngine, request: LLMRequest, timeline: TurnTimeline) -> AsyncIterator[TokenDelta]:

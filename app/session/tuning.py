@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from app.answer.policy import AnswerPolicy
 from app.profiles import Profile
+from app.tools.policy import ToolPolicy
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class PipelineTuning:
     first_clause: bool = True
     #: How questions are answered (``[answer]``: app/answer/policy.py).
     answer: AnswerPolicy = field(default_factory=AnswerPolicy)
+    #: How tool calls are decided (``[tools]``: app/tools/policy.py).
+    tools: ToolPolicy = field(default_factory=ToolPolicy)
 
     @classmethod
     def from_profile(cls, profile: Profile) -> "PipelineTuning":
@@ -42,4 +45,5 @@ class PipelineTuning:
             history_tokens=int(llm.get("history_tokens", d.history_tokens)),
             first_clause=bool(tts.get("first_clause", d.first_clause)),
             answer=AnswerPolicy.from_stage(profile.stage("answer")),
+            tools=ToolPolicy.from_stage(profile.stage("tools")),
         )

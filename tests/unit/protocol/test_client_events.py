@@ -233,7 +233,7 @@ def test_item_create_gives_a_typed_item():
 @pytest.mark.parametrize("patch,param,code", [
     ({"id": 5}, "item.id", "invalid_value"),
     ({"id": "x" * 65}, "item.id", "invalid_value"),
-    ({"type": "function_call"}, "item.type", "unsupported_item"),
+    ({"type": "item_reference"}, "item.type", "unsupported_item"),
     ({"type": ["message"]}, "item.type", "unsupported_item"),
     ({"role": ["user"]}, "item.role", "invalid_value"),
     ({"role": {"a": 1}}, "item.role", "invalid_value"),
@@ -252,6 +252,36 @@ def test_item_create_is_fully_checked(patch, param, code):
     err = error_of(json.dumps(message(**patch)))
     assert (err.code, err.param) == (code, param)
     assert len(err.message) < 200
+
+
+def item_event(item):
+    return json.dumps({"type": "conversation.item.create", "event_id": "e2", "item": item})
+
+
+def test_function_call_items_are_typed():
+    from app.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
+
+    out = parse_client_event(item_event({"type": "function_call_output", "call_id": "call_1", "output": '{"ok":true}', "id": "i1"}))
+    assert out.item == FunctionCallOutputItem("call_1", '{"ok":true}', "i1")
+    assert out.data["item"] == {"type": "function_call_output", "call_id": "call_1", "output": '{"ok":true}', "id": "i1"}
+    call = parse_client_event(item_event({"type": "function_call", "call_id": "call_2", "name": "lookup_order",
+                             "arguments": '{"order_number":"7"}'}))
+    assert call.item == FunctionCallItem("call_2", "lookup_order", '{"order_number":"7"}')
+
+
+@pytest.mark.parametrize("item,param", [
+    ({"type": "function_call_output", "output": "x"}, "item.call_id"),
+    ({"type": "function_call_output", "call_id": 5, "output": "x"}, "item.call_id"),
+    ({"type": "function_call_output", "call_id": "c"}, "item.output"),
+    ({"type": "function_call_output", "call_id": "c", "output": {"ok": True}}, "item.output"),
+    ({"type": "function_call_output", "call_id": "c", "output": "x" * (MAX_TEXT_BYTES + 1)}, "item.output"),
+    ({"type": "function_call", "call_id": "c", "arguments": "{}"}, "item.name"),
+    ({"type": "function_call", "call_id": "c", "name": "no spaces allowed", "arguments": "{}"}, "item.name"),
+    ({"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}, "item.arguments"),
+])
+def test_function_call_items_are_fully_checked(item, param):
+    err = error_of(item_event(item))
+    assert (err.code, err.param) == ("invalid_value", param) and len(err.message) < 200
 
 
 def test_an_800_kb_item_is_refused():
@@ -314,7 +344,6 @@ def test_response_options_are_validated_at_parse(field, value):
 
 
 @pytest.mark.parametrize("field,value", [
-    ("tools", [{"type": "function", "name": "f"}]), ("tool_choice", "auto"), ("tool_choice", {"type": "function"}),
     ("audio", {"output": {"voice": "marin"}}), ("input", []), ("prompt", {"id": "p"}), ("parallel_tool_calls", True),
     ("reasoning", {"effort": "low"}), ("frobnicate", [1, {"x": None}]),
 ])
@@ -323,11 +352,47 @@ def test_response_fields_we_do_not_implement_are_ignored(field, value):
 
 
 @pytest.mark.parametrize("field,value", [
-    ("tools", {"type": "function"}), ("tools", [1]), ("tool_choice", 3), ("audio", "marin"), ("input", "hi"),
+    ("audio", "marin"), ("input", "hi"),
     ("input", [5]), ("prompt", "p"), ("parallel_tool_calls", "yes"), ("reasoning", []),
 ])
 def test_response_fields_we_ignore_are_still_type_checked(field, value):
     assert response_error(**{field: value}).param.startswith(f"response.{field}")
+
+
+def test_response_tools_are_typed():
+    from app.protocol.tools import FunctionTool, ToolChoice
+
+    opts = response(tools=[{"type": "function", "name": "lookup_order", "description": "Find an order.",
+                            "parameters": {"type": "object", "properties": {"n": {"type": "string"}}}}],
+                    tool_choice={"type": "function", "name": "lookup_order"}).response
+    assert opts.tools == (FunctionTool("lookup_order", "Find an order.",
+                                       '{"type":"object","properties":{"n":{"type":"string"}}}'),)
+    assert opts.tools[0].parameters == {"type": "object", "properties": {"n": {"type": "string"}}}
+    assert opts.tool_choice == ToolChoice("function", "lookup_order")
+    assert response(tool_choice="required").response.tool_choice == ToolChoice("required")
+
+
+@pytest.mark.parametrize("field,value,param", [
+    ("tools", {"type": "function"}, "response.tools"), ("tools", [1], "response.tools[0]"),
+    ("tools", [{"type": "function"}], "response.tools[0].name"),
+    ("tools", [{"type": "function", "name": "has space"}], "response.tools[0].name"),
+    ("tools", [{"type": "function", "name": "x" * 65}], "response.tools[0].name"),
+    ("tools", [{"type": "mcp", "name": "f"}], "response.tools[0].type"),
+    ("tools", [{"name": "f", "description": 5}], "response.tools[0].description"),
+    ("tools", [{"name": "f", "parameters": "object"}], "response.tools[0].parameters"),
+    ("tools", [{"name": "f", "parameters": {"type": "string"}}], "response.tools[0].parameters.type"),
+    ("tools", [{"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "bogus"}}}}],
+     "response.tools[0].parameters"),
+    ("tools", [{"name": "f", "parameters": {"type": "object", "required": "x"}}], "response.tools[0].parameters"),
+    ("tools", [{"name": "f"}, {"name": "f"}], "response.tools"),
+    ("tools", [{"name": f"f{i}"} for i in range(129)], "response.tools"),
+    ("tool_choice", 3, "response.tool_choice"), ("tool_choice", "always", "response.tool_choice"),
+    ("tool_choice", {"type": "function"}, "response.tool_choice.name"),
+    ("tool_choice", {"type": "mcp", "server_label": "x"}, "response.tool_choice.type"),
+])
+def test_response_tools_are_validated(field, value, param):
+    err = response_error(**{field: value})
+    assert err.param == param and err.event_id == "e1" and len(err.message) < 240
 
 
 def test_response_must_be_an_object():

@@ -25,7 +25,7 @@ from app.protocol import (
     TurnDetection,
     parse_client_event,
 )
-from app.protocol.client_events import json_depth
+from app.protocol.client_events import CLIENT_EVENT_TYPES, FunctionCallItem, FunctionCallOutputItem, json_depth
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -62,18 +62,23 @@ def parse_or_refuse(raw: str | bytes) -> ClientEvent | None:
 
 
 def check_event(ev: ClientEvent) -> None:
-    assert ev.type in EVENT_TYPES[:7] + ["response.create", "response.cancel"]
+    assert ev.type in CLIENT_EVENT_TYPES
     assert ev.event_id is None or isinstance(ev.event_id, str) and 1 <= len(ev.event_id) <= 64
     if ev.type == "input_audio_buffer.append":
         assert ev.audio and len(ev.audio) % 2 == 0
-    if ev.type == "conversation.item.create":
+    if ev.type == "conversation.item.create" and isinstance(ev.item, FunctionCallOutputItem):
+        assert isinstance(ev.item.output, str) and len(ev.item.output.encode("utf-8")) <= 32 * 1024
+        assert isinstance(ev.item.call_id, str) and 1 <= len(ev.item.call_id) <= 64
+    elif ev.type == "conversation.item.create" and isinstance(ev.item, FunctionCallItem):
+        assert isinstance(ev.item.arguments, str) and isinstance(ev.item.name, str)
+    elif ev.type == "conversation.item.create":
         assert isinstance(ev.item, MessageItem) and ev.item.role in ("user", "system", "assistant")
         assert all(isinstance(p.text, str) for p in ev.item.content) and 1 <= len(ev.item.content) <= 64
         assert len(ev.item.text.encode("utf-8")) <= 32 * 1024
     if ev.type == "conversation.item.truncate":
         assert isinstance(ev.content_index, int) and 0 <= ev.content_index < 64
         assert isinstance(ev.audio_end_ms, int) and 0 <= ev.audio_end_ms <= 86_400_000
-    if ev.type in ("conversation.item.truncate", "conversation.item.delete"):
+    if ev.type in ("conversation.item.truncate", "conversation.item.delete", "conversation.item.retrieve"):
         assert isinstance(ev.item_id, str) and 1 <= len(ev.item_id) <= 64
     if ev.type == "response.create" and ev.response is not None:
         r = ev.response
@@ -240,9 +245,14 @@ VALID_EVENTS = [
     {"type": "conversation.item.truncate", "event_id": "ev_5", "item_id": "item_1", "content_index": 0,
      "audio_end_ms": 1500},
     {"type": "conversation.item.delete", "event_id": "ev_6", "item_id": "item_1"},
+    {"type": "conversation.item.retrieve", "event_id": "ev_6r", "item_id": "item_1"},
+    {"type": "conversation.item.create", "event_id": "ev_4f", "previous_item_id": "root", "item": {
+        "type": "function_call_output", "call_id": "call_1", "output": "{\"status\": \"shipped\"}"}},
     {"type": "response.create", "event_id": "ev_7", "response": {
         "instructions": "Be brief.", "output_modalities": ["text"], "max_output_tokens": 50, "metadata": {"k": "v"},
-        "conversation": "auto", "tools": [{"type": "function"}], "tool_choice": {"type": "function", "name": "f"},
+        "conversation": "auto", "tools": [{"type": "function", "name": "f", "description": "d", "parameters": {
+            "type": "object", "properties": {"x": {"type": "string"}}, "required": ["x"]}}],
+        "tool_choice": {"type": "function", "name": "f"},
         "audio": {"output": {"voice": "marin"}}, "input": [{"type": "message"}], "prompt": {"id": "p"},
         "parallel_tool_calls": True, "reasoning": {"effort": "low"}}},
     {"type": "response.cancel", "event_id": "ev_8", "response_id": "resp_1"},

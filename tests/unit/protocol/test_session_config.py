@@ -3,6 +3,7 @@ import json
 import pytest
 
 from app.protocol import MAX_OUTPUT_TOKENS, MAX_TEXT_BYTES, ProtocolError, SessionConfig, TurnDetection, parse_client_event
+from app.protocol.tools import FunctionTool, ToolChoice
 
 
 def refused(session, cfg=SessionConfig()):
@@ -71,6 +72,16 @@ def test_every_field_is_type_checked(session, param):
     assert refused(session).param == param
 
 
+def test_tool_choice_must_name_a_tool():
+    cfg = SessionConfig().updated({"tools": [{"name": "lookup_order"}]})
+    assert cfg.updated({"tool_choice": {"type": "function", "name": "lookup_order"}}).tool_choice == \
+        ToolChoice("function", "lookup_order")
+    assert refused({"tool_choice": {"type": "function", "name": "other"}}).param == "session.tool_choice"
+    with pytest.raises(ProtocolError) as err:  # dropping the tool a forced choice names is refused too
+        cfg.updated({"tool_choice": {"type": "function", "name": "lookup_order"}}).updated({"tools": []})
+    assert err.value.param == "session.tool_choice"
+
+
 def test_valid_updates_keep_their_meaning():
     cfg = SessionConfig(id="s")
     new = cfg.updated({
@@ -87,10 +98,13 @@ def test_valid_updates_keep_their_meaning():
     })
     assert new == SessionConfig(
         id="s", instructions="Be brief.", output_modalities=("text",), max_output_tokens=300, voice="marin",
-        speculative_turns=True, transcription=True,
+        speculative_turns=True, transcription=True, tools=(FunctionTool("f"),),
         turn_detection=TurnDetection(threshold=0.6, silence_duration_ms=300, prefix_padding_ms=200,
                                      create_response=False, interrupt_response=False))
     assert cfg.updated({}) == cfg
+    assert new.to_wire()["tools"] == [{"type": "function", "name": "f", "description": "",
+                                       "parameters": {"type": "object", "properties": {}}}]
+    assert new.to_wire()["tool_choice"] == "auto"
     assert cfg.updated({"audio": {"input": {"transcription": None}}}).transcription is False
     assert cfg.updated({"audio": {"input": {"turn_detection": None}}}).turn_detection is None
     assert cfg.updated({"audio": {"output": {"voice": {"id": "voice_1"}}}}).voice == "voice_1"

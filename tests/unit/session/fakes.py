@@ -270,7 +270,8 @@ def make_session(llm=None, retriever=None, speculative=False):
     from app.protocol import SessionConfig
 
     stack = SimpleNamespace(profile=generative_profile(), vad_session=FakeVADSession(), asr=FakeASR(),
-                            retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS(), picker=None)
+                            retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS(), picker=None,
+                            tool_selector=None)
     transport = FakeTransport()
     session = RealtimeSession(stack, transport,
                               config=replace(SessionConfig(id="sess_test"), speculative_turns=speculative))

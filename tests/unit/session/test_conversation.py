@@ -1,6 +1,6 @@
 """Conversation: typed items in order, an index by id, what the model sees of each turn."""
 
-from app.session.conversation import Conversation, Item
+from app.session.conversation import Conversation, FunctionCall, FunctionOutput, Item
 
 
 def convo(*items: Item) -> Conversation:
@@ -85,16 +85,35 @@ def test_last_user_text_skips_items_without_text_and_other_roles():
     assert c.last_user_text() == ("u2", "second question")
 
 
-def test_for_prompt_is_oldest_first_without_the_question_textless_or_system_items():
+def test_for_prompt_is_oldest_first_without_the_question_or_textless_items():
     c = convo(Item("s", "system", "input_text", "be brief"),
               Item("u1", "user", "input_text", "q1"),
               Item("a1", "assistant", "output_audio", "r1"),
               Item("a2", "assistant", "output_audio", ""),   # a reply nobody heard
               Item("u2", "user", "input_audio", None),       # not transcribed
               Item("u3", "user", "input_audio", "q3"))
-    assert c.for_prompt(exclude="u3") == [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "r1"}]
-    assert c.for_prompt() == [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "r1"},
+    system = {"role": "system", "content": "be brief"}  # a system item injected by the client is prompted
+    assert c.for_prompt(exclude="u3") == [system, {"role": "user", "content": "q1"},
+                                          {"role": "assistant", "content": "r1"}]
+    assert c.for_prompt() == [system, {"role": "user", "content": "q1"}, {"role": "assistant", "content": "r1"},
                               {"role": "user", "content": "q3"}]
+
+
+def test_tool_calls_and_results_are_prompted_as_text_and_found_by_call_id():
+    c = convo(Item("u1", "user", "input_audio", "where is order 7?"),
+              FunctionCall("fc1", "call_1", "lookup_order", '{"order_number":"7"}'),
+              FunctionOutput("o1", "call_1", '{"status":"shipped"}'),
+              FunctionOutput("o2", "call_unknown", "orphan"))
+    assert c.call("call_1").name == "lookup_order" and c.call("nope") is None
+    assert c.for_prompt(exclude="u1") == [
+        {"role": "assistant", "content": '(called lookup_order with {"order_number":"7"})'},
+        {"role": "user", "content": '(result of lookup_order: {"status":"shipped"})'},
+        {"role": "user", "content": "(result of a tool: orphan)"}]
+    assert [(call and call.id, out.id) for call, out in c.tool_results(after="u1")] == [("fc1", "o1"), (None, "o2")]
+    assert c.tool_results(after="o1") == [(None, c.get("o2"))]
+    assert c.delete("fc1") and c.call("call_1") is None
+    assert c.get("fc1") is None and c.last_user_text() == ("u1", "where is order 7?")
+    assert c.get("fc1") is None and c.truncate("o1", 10) is None  # only assistant messages are truncated
 
 
 def test_item_to_wire_audio_part_has_a_transcript():

@@ -201,3 +201,79 @@ async def test_retrieval_ahead_on_stable_partials_is_reused_at_the_commit():
     assert lat["beside"]["retrieval_ahead"] is not None and lat["beside"]["retrieval_ahead"] > 0
     assert lat["spans"]["retrieval"] is not None and lat["spans"]["retrieval"] < 50
     assert retriever.cache.counts == {"exact": 1, "near": 0, "miss": 0}  # the ahead search is not counted
+
+
+async def send(session, event):
+    import json
+    import time
+
+    await session.handle(parse_client_event(json.dumps(event)), time.perf_counter_ns())
+
+
+LOOKUP = {"type": "function", "name": "lookup_order", "description": "Look up an order.",
+          "parameters": {"type": "object", "properties": {"order_number": {"type": "string"}},
+                         "required": ["order_number"]}}
+
+
+async def test_a_tool_round_trip_over_the_session_call_output_answer():
+    llm = FakeLLM(words='{"name": "lookup_order", "arguments": {"order_number": "7"}}'.split(" "))
+    session, t, _ = make_session(llm=llm)
+    await send(session, {"type": "session.update", "session": {"tools": [LOOKUP], "output_modalities": ["text"]}})
+    assert t.sent[-1]["session"]["tools"][0]["name"] == "lookup_order"
+    await send(session, {"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": "Where is order 7?"}]}})
+    await send(session, {"type": "response.create"})
+    await wait_for(t, "response.done")
+    call = t.sent[t.types().index("response.done")]["response"]["output"][0]
+    assert call["type"] == "function_call" and call["arguments"] == '{"order_number":"7"}'
+    # an output for a call nobody made is refused; the right one joins the conversation
+    await send(session, {"type": "conversation.item.create", "item": {
+        "type": "function_call_output", "call_id": "call_nope", "output": "x"}})
+    assert t.sent[-1]["type"] == "error" and t.sent[-1]["error"]["code"] == "function_call_not_found"
+    await send(session, {"type": "conversation.item.create", "item": {
+        "type": "function_call_output", "call_id": call["call_id"], "output": '{"status": "shipped"}'}})
+    assert t.sent[-1]["type"] == "conversation.item.done" and t.sent[-1]["item"]["type"] == "function_call_output"
+    llm.words = "Order 7 has shipped.".split()
+    await send(session, {"type": "response.create"})
+    await wait_for(t, "response.done", n=2)
+    answer = [e for e in t.sent if e["type"] == "response.done"][1]["response"]["output"][0]
+    assert answer["type"] == "message" and answer["content"][0]["text"] == "Order 7 has shipped."
+    assert 'Result of lookup_order: {"status": "shipped"}' in llm.prompts[-1][-1]["content"]
+    reports = [e for e in t.sent if e["type"] == "sub250.turn.latency" and e["final"]]
+    assert reports[-1]["beside"]["tool"] >= 0  # the client's time with the tool, measured by the server
+
+
+async def test_a_response_forcing_a_tool_it_does_not_have_is_refused_before_it_starts():
+    session, t, _ = make_session(llm=FakeLLM(words='{"order_number": "7"}'.split(" ")))
+    await send(session, {"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}})
+    await send(session, {"type": "response.create", "response": {"tool_choice": {"type": "function", "name": "x"}}})
+    assert t.sent[-1]["type"] == "error" and t.sent[-1]["error"]["param"] == "response.tool_choice"
+    assert "response.created" not in t.types() and session.reply is None
+    await send(session, {"type": "response.create", "response": {"tools": [LOOKUP],
+                                                                 "tool_choice": {"type": "function", "name": "lookup_order"}}})
+    await wait_for(t, "response.done")
+    assert "response.function_call_arguments.done" in t.types()  # per-response tools and a forced choice
+
+
+def user_text(text, **extra):
+    return {"type": "conversation.item.create", **extra,
+            "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}}
+
+
+async def test_items_go_where_previous_item_id_says_and_can_be_retrieved():
+    session, t, _ = make_session()
+    await send(session, {**user_text("first"), "item": {**user_text("first")["item"], "id": "i1"}})
+    await send(session, {**user_text("second"), "item": {**user_text("second")["item"], "id": "i2"}})
+    await send(session, {**user_text("between", previous_item_id="i1"), "item": {**user_text("x")["item"], "id": "i3"}})
+    await send(session, {**user_text("first of all", previous_item_id="root"),
+                         "item": {**user_text("y")["item"], "id": "i0"}})
+    assert [i.id for i in session.conversation] == ["i0", "i1", "i3", "i2"]
+    added = [e for e in t.sent if e["type"] == "conversation.item.added"]
+    assert added[2]["previous_item_id"] == "i1" and added[3]["previous_item_id"] is None
+    await send(session, user_text("lost", previous_item_id="nope"))
+    assert t.sent[-1]["error"]["code"] == "item_not_found" and t.sent[-1]["error"]["param"] == "previous_item_id"
+    await send(session, {"type": "conversation.item.retrieve", "item_id": "i3"})
+    assert t.sent[-1]["type"] == "conversation.item.retrieved" and t.sent[-1]["item"]["id"] == "i3"
+    await send(session, {"type": "conversation.item.retrieve", "item_id": "nope"})
+    assert t.sent[-1]["error"]["code"] == "item_not_found"
