@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.sdk.events import ServerEvent, Sources, TurnLatency
+from app.sdk.tools import ToolRun, ToolSet
 
 RATE = 24_000
 
@@ -30,6 +31,10 @@ class TurnResult:
     latency: TurnLatency | None = None
     sources: list[dict[str, Any]] = field(default_factory=list)
     errors: list[ServerEvent] = field(default_factory=list)
+    #: The tool calls the SDK answered during the turn (``RealtimeClient.tool``), and the latency report of
+    #: the response that asked for them (``latency`` is then the answer's).
+    tool_runs: list[ToolRun] = field(default_factory=list)
+    tool_latency: TurnLatency | None = None
     events: list[ServerEvent] = field(default_factory=list)
     #: Client clock (perf_counter_ns) of: last audio frame sent, first text delta, first audio delta, done.
     sent_end_ns: int = 0
@@ -79,6 +84,13 @@ class RealtimeClient:
         #: server's audio positions (``audio_end_ms``) can be mapped to client send times.
         self.audio_sent_ms = 0.0
         self._sent_log: list[tuple[float, int]] = []
+        #: Client tools (:meth:`tool`): sent with every ``update_session``, run when a response calls them.
+        self.tools = ToolSet()
+
+    def tool(self, fn: Any = None, **options: Any) -> Any:
+        """Register a function the model may call (``@client.tool`` or ``@client.tool(timeout_s=3)``); see
+        :mod:`app.sdk.tools`. Register before ``update_session``: the tools go with it."""
+        return self.tools.tool(fn, **options)
 
     async def __aenter__(self) -> "RealtimeClient":
         await self.connect()
@@ -145,6 +157,8 @@ class RealtimeClient:
 
     async def update_session(self, **session: Any) -> ServerEvent:
         self._session_update = session
+        if self.tools and "tools" not in session:
+            session = {**session, "tools": self.tools.definitions()}
         await self.send({"type": "session.update", "session": {"type": "realtime", **session}})
         ev = await self.wait_for("session.updated", "error", timeout=10)
         if ev.is_error:
@@ -239,11 +253,23 @@ class RealtimeClient:
             if ev.type in types:
                 return ev
 
-    async def collect_turn(self, timeout: float = 60.0, *, until_latency: bool = True) -> TurnResult:
-        """Gather one turn's events until ``response.done`` (and its final latency report)."""
+    async def answer_tool_calls(self, response_done: ServerEvent) -> list[ToolRun]:
+        """Run the registered tools a ``response.done`` calls, send their outputs and ask for the answer
+        (``response.create``). Returns what ran (nothing when the response called no tool)."""
+        runs, events = await self.tools.answer(response_done.data)
+        for event in events:
+            await self.send(event)
+        return runs
+
+    async def collect_turn(self, timeout: float = 60.0, *, until_latency: bool = True,
+                           run_tools: bool = True) -> TurnResult:
+        """Gather one turn's events until ``response.done`` (and its final latency report). With registered
+        tools (``run_tools``), a response that calls them is answered (:meth:`answer_tool_calls`) and the
+        turn goes on to the response that speaks the result."""
         result = TurnResult()
         deadline = time.monotonic() + timeout
         done = False
+        tool_response = None
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -255,6 +281,13 @@ class RealtimeClient:
                     return result  # no latency report followed (e.g. an empty transcript)
                 raise
             result.absorb(ev)
+            if ev.type == "response.done" and run_tools and self.tools and ToolSet.calls(ev.data):
+                result.tool_runs += await self.answer_tool_calls(ev)
+                tool_response = ev.data["response"]["id"]
+                continue
+            if ev.type == "sub250.turn.latency" and result.tool_runs and ev.data.get("response_id") == tool_response:
+                result.tool_latency, result.latency = result.latency, None
+                continue
             if ev.type == "response.done":
                 done = True
                 if not until_latency:
