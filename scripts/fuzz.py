@@ -214,7 +214,7 @@ WRONG_TYPES: list[tuple[str, tuple[str | int, ...], list[Any], tuple[str, ...]]]
     ("input_audio_buffer.append", ("audio",), [5, [], {}, None, True], IV),
     ("input_audio_buffer.append", ("audio",), ["%%%", "", "AA==", "A", "AAA"], ("invalid_audio",)),
     ("conversation.item.create", ("item",), NOT_OBJ + [None], IV),
-    ("conversation.item.create", ("item", "type"), ["function_call", 5, [], "audio"], ("unsupported_item",)),
+    ("conversation.item.create", ("item", "type"), ["item_reference", 5, [], "audio"], ("unsupported_item",)),
     ("conversation.item.create", ("item", "id"), NOT_ID, IV),
     ("conversation.item.create", ("item", "role"), [5, "developer", [], None, {}], IV),
     ("conversation.item.create", ("item", "content"),
