@@ -114,9 +114,14 @@ class RealtimeSession:
         self.transport.send(ev.error(err))
 
     async def _on_session_update(self, event: ClientEvent, received_ns: int) -> None:
-        self.config = self.config.updated(event.session or {}, event.event_id)
-        self.detector.configure(self.config.turn_detection)
+        self.configure(event.session or {}, event.event_id)
         self.transport.send(ev.session_updated(self.config))
+
+    def configure(self, session: Any, event_id: str | None = None) -> None:
+        """Apply a ``session`` object (``session.update``'s, or the one a WebRTC call or client secret was
+        created with); ProtocolError on the first bad field, and then nothing changes."""
+        self.config = self.config.updated(session, event_id)
+        self.detector.configure(self.config.turn_detection)
 
     async def _on_buffer_append(self, event: ClientEvent, received_ns: int) -> None:
         await self._ingest(event.audio, INPUT_RATE, received_ns)

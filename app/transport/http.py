@@ -26,7 +26,7 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 from app.gateway import Admission, GatewayLimits, KeyLimiter, Principal, Refusal, select_subprotocol
 from app.gateway.auth import TOKEN_TTL_S
@@ -264,14 +264,21 @@ async def _create_call(request: web.Request) -> web.Response:
     from app.transport.webrtc import open_call  # aiortc loads only when a call comes
 
     principal, model = _admit(request), _model(request)
-    if request.content_type != "application/sdp":
+    session: dict[str, Any] | None = None
+    if request.content_type == "multipart/form-data":  # the openai client's calls.create(sdp=..., session=...)
+        try:
+            offer, session = await _multipart_offer(request)
+        except ProtocolError as err:
+            return error_response(400, err.code, err.message)
+    elif request.content_type == "application/sdp":
+        try:
+            offer = (await request.read()).decode("utf-8")
+        except UnicodeDecodeError:
+            return error_response(400, "invalid_sdp", "the SDP offer is not UTF-8 text")
+    else:
         return error_response(415, "unsupported_media_type",
-                              f"send the SDP offer as the body with 'Content-Type: application/sdp' "
-                              f"(got {request.content_type!r})")
-    try:
-        offer = (await request.read()).decode("utf-8")
-    except UnicodeDecodeError:
-        return error_response(400, "invalid_sdp", "the SDP offer is not UTF-8 text")
+                              f"send the SDP offer as the body with 'Content-Type: application/sdp', or as the "
+                              f"'sdp' part of multipart/form-data (got {request.content_type!r})")
     if "m=" not in offer:
         return error_response(400, "invalid_sdp", "the body is not an SDP offer (no media section)")
     backend = request.app[BACKEND]
@@ -279,13 +286,48 @@ async def _create_call(request: web.Request) -> web.Response:
     try:
         call = await open_call(principal, backend.shared, backend.limiter, offer, model=model,
                                on_closed=lambda c: calls.pop(c.id, None),
-                               max_outbox_bytes=backend.limits.max_outbox_bytes)
+                               max_outbox_bytes=backend.limits.max_outbox_bytes, session=session)
     except ProtocolError as err:
         status = getattr(err, "http_status", 400)
         return error_response(status, err.code, err.message, err.type)
     calls[call.id] = call
     return web.Response(status=201, text=call.answer_sdp, content_type="application/sdp",
                         headers={"Location": f"/v1/realtime/calls/{call.id}"})
+
+
+#: The parts of a multipart call offer, each at most this many bytes.
+MAX_OFFER_PART_BYTES = 256 * 1024
+
+
+async def _multipart_offer(request: web.Request) -> tuple[str, dict[str, Any] | None]:
+    """(SDP offer, session object or None) from a multipart/form-data body: parts ``sdp`` (required) and
+    ``session`` (JSON, optional; the protocol's bounded decoder); other parts are ignored."""
+    try:
+        reader = await request.multipart()
+        sdp: str | None = None
+        session: Any = None
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or part.name not in ("sdp", "session"):
+                continue
+            raw = bytearray()
+            while chunk := await part.read_chunk(64 * 1024):  # bounded as it is read, never whole first
+                raw += chunk
+                if len(raw) > MAX_OFFER_PART_BYTES:
+                    raise ProtocolError("invalid_body", f"the '{part.name}' part is over {MAX_OFFER_PART_BYTES} bytes")
+            if part.name == "sdp":
+                try:
+                    sdp = bytes(raw).decode("utf-8")
+                except UnicodeDecodeError:
+                    raise ProtocolError("invalid_sdp", "the SDP offer is not UTF-8 text") from None
+            else:
+                session = load_json(bytes(raw))
+    except (ValueError, AssertionError, web.HTTPException):  # a body that is not multipart after all
+        raise ProtocolError("invalid_body", "the multipart body cannot be read") from None
+    if sdp is None:
+        raise ProtocolError("invalid_sdp", "the multipart body has no 'sdp' part")
+    if session is not None and not isinstance(session, dict):
+        raise ProtocolError("invalid_value", "the 'session' part must be a JSON object")
+    return sdp, session
 
 
 async def _hangup(request: web.Request) -> web.Response:

@@ -355,8 +355,9 @@ class WebRTCCall:
 
 async def open_call(principal: Principal, shared: Any, limiter: KeyLimiter, offer_sdp: str, *,
                     model: str | None = None, on_closed: Callable[[WebRTCCall], None] | None = None,
-                    max_outbox_bytes: int = MAX_QUEUED_BYTES) -> WebRTCCall:
-    """Admit a call (per-key session limit), answer its offer. Raises ProtocolError with an HTTP status."""
+                    max_outbox_bytes: int = MAX_QUEUED_BYTES, session: dict[str, Any] | None = None) -> WebRTCCall:
+    """Admit a call (per-key session limit), configure its session (``session``: the GA session object sent
+    with the offer), answer its offer. Raises ProtocolError with an HTTP status."""
     refusal = limiter.open_session(principal.key_id)
     if refusal is not None:
         err = ProtocolError(refusal.code, refusal.message, type=refusal.type)
@@ -369,6 +370,8 @@ async def open_call(principal: Principal, shared: Any, limiter: KeyLimiter, offe
         limiter.close_session(principal.key_id)  # the call never existed: its session slot goes back
         raise
     try:
+        if session is not None:
+            call.session.configure(session)  # session.created then carries it
         call.answer_sdp = await call.answer(offer_sdp)
     except BaseException:
         await call.close("offer refused")

@@ -27,6 +27,14 @@ class FakeSession:
         self.errors: list[Any] = []
         self.started = self.closed = False
         self.block: asyncio.Event | None = None  # set it: handle() waits on it (a busy session)
+        self.configured: list[Any] = []
+
+    def configure(self, session: Any, event_id: str | None = None) -> None:
+        if session.get("instructions") == 5:  # stands for a field the real session refuses
+            from app.protocol import ProtocolError
+
+            raise ProtocolError("invalid_value", "'instructions' must be a string", param="session.instructions")
+        self.configured.append(session)
 
     def start(self) -> None:
         self.started = True

@@ -7,6 +7,7 @@ import fractions
 
 import av
 import numpy as np
+import pytest
 from aiortc.mediastreams import MediaStreamError
 
 from app.audio.rates import ASR_RATE, OUTPUT_RATE
@@ -90,3 +91,61 @@ def _queued_types(call) -> list[str]:
     import json
 
     return [json.loads(item.text)["type"] for item in call.outbox._q]
+
+
+async def _offer() -> tuple[object, str]:
+    from aiortc import RTCPeerConnection
+
+    pc = RTCPeerConnection()
+    pc.addTransceiver("audio", direction="sendrecv")
+    pc.createDataChannel("oai-events")
+    await pc.setLocalDescription(await pc.createOffer())
+    return pc, pc.localDescription.sdp
+
+
+async def test_the_official_clients_multipart_calls_create_is_answered_and_configures_the_session(make_server,
+                                                                                                 sessions):
+    import openai
+    from openai import AsyncOpenAI
+
+    from tests.unit.transport.conftest import TEST_KEY
+
+    srv = await make_server()
+    client = AsyncOpenAI(base_url=f"http://127.0.0.1:{srv.port}/v1", api_key=TEST_KEY, max_retries=0)
+    pc, offer = await _offer()
+    try:
+        answer = await client.realtime.calls.create(sdp=offer, session={"type": "realtime", "instructions": "Be brief."})
+        assert answer.text.startswith("v=0") and "m=audio" in answer.text
+        assert sessions[-1].configured == [{"type": "realtime", "instructions": "Be brief."}]
+        assert len(srv.calls) == 1
+        answer = await client.realtime.calls.create(sdp=offer)  # no session part: nothing to configure
+        assert sessions[-1].configured == [] and len(srv.calls) == 2
+        with pytest.raises(openai.BadRequestError) as err:  # a session field the session refuses: 400, no call
+            await client.realtime.calls.create(sdp=offer, session={"type": "realtime", "instructions": 5})
+        assert err.value.status_code == 400 and "instructions" in str(err.value) and len(srv.calls) == 2
+    finally:
+        await pc.close()
+        await client.close()
+        for call in list(srv.calls.values()):
+            await call.close("test over")
+
+
+async def test_a_multipart_offer_without_sdp_or_with_a_bad_session_part_is_a_400(make_server):
+    from tests.unit.transport.conftest import TEST_KEY
+    from tests.unit.transport.test_front_door import post
+
+    srv = await make_server()
+    auth = {"Authorization": f"Bearer {TEST_KEY}"}
+
+    def form(*parts):
+        b = b"".join(b'--B\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % p for p in parts) + b"--B--\r\n"
+        return b, {**auth, "Content-Type": "multipart/form-data; boundary=B"}
+
+    for parts, code in [(((b"session", b"{}"),), "invalid_sdp"), (((b"sdp", b"v=0\r\nm=audio"), (b"session", b"[1]")),
+                                                                   "invalid_value"),
+                        (((b"sdp", b"v=0\r\nm=audio"), (b"session", b"{nope")), "invalid_json"),
+                        (((b"sdp", b"\xff\xfe"),), "invalid_sdp")]:
+        head, body = await post(srv.port, "/v1/realtime/calls", *form(*parts))
+        assert head.startswith(b"HTTP/1.1 400"), (parts, head)
+        assert body["error"]["code"] == code, (parts, body)
+    assert not srv.calls
