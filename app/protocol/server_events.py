@@ -106,9 +106,24 @@ def transcription_completed(item_id: str, transcript: str, audio_seconds: float)
                         usage={"type": "duration", "seconds": audio_seconds})
 
 
+def transcription_delta(item_id: str, delta: str) -> dict[str, Any]:
+    return server_event("conversation.item.input_audio_transcription.delta", item_id=item_id, content_index=0,
+                        delta=delta)
+
+
+def transcription_failed(item_id: str, message: str) -> dict[str, Any]:
+    """The caller's audio could not be transcribed (``message``: ours, with an error id; never the exception's)."""
+    return server_event("conversation.item.input_audio_transcription.failed", item_id=item_id, content_index=0,
+                        error={"type": "server_error", "code": "transcription_failed", "message": message,
+                               "param": None})
+
+
 def transcript_done(item: dict[str, Any], transcript: str, audio_seconds: float) -> list[dict[str, Any]]:
-    """A caller's audio item is transcribed: ``input_audio_transcription.completed``, then ``item.done``."""
-    return [transcription_completed(item["id"], transcript, audio_seconds), item_done(item)]
+    """A caller's audio item is transcribed: ``input_audio_transcription.delta`` (the final transcript is
+    whole at once: the partials while the caller spoke are ``sub250.transcript.partial``), ``.completed``,
+    then ``item.done``."""
+    return [transcription_delta(item["id"], transcript), transcription_completed(item["id"], transcript, audio_seconds),
+            item_done(item)]
 
 
 def transcript_partial(item_id: str, text: str, audio_ms: int) -> dict[str, Any]:

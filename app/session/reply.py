@@ -193,7 +193,11 @@ class Reply:
         turn = self.turn
         if self.audio is None:
             return turn.transcript or ""
-        text = await stages.transcribe(self.stack.asr, self.audio, turn.timeline)
+        try:
+            text = await stages.transcribe(self.stack.asr, self.audio, turn.timeline)
+        except stages.TranscriptionFailed as exc:
+            self._say(ev.transcription_failed(turn.item_id, exc.message))
+            raise
         turn.transcript = text
         # Held: the conversation gets it when the commit adopts the reply; the events go out in the same order.
         item = self.conversation.set_transcript(turn.item_id, text) if self.state is ReplyState.LIVE else \

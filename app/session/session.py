@@ -227,7 +227,11 @@ class RealtimeSession:
             self.tasks.spawn(self._transcribe_only(turn, audio))
 
     async def _transcribe_only(self, turn: UserTurn, audio: np.ndarray) -> None:
-        turn.transcript = text = await stages.transcribe(self.stack.asr, audio, turn.timeline)
+        try:
+            turn.transcript = text = await stages.transcribe(self.stack.asr, audio, turn.timeline)
+        except stages.TranscriptionFailed as exc:
+            self.transport.send(ev.transcription_failed(turn.item_id, exc.message))
+            return
         if (item := self.conversation.set_transcript(turn.item_id, text)) is not None:
             for event in ev.transcript_done(item.to_wire(), text, turn.audio_end_ms / 1000):
                 self.transport.send(event)

@@ -24,6 +24,7 @@ from app.audio.vad import WINDOW
 from app.llm.base import LLMEngine, LLMRequest, TokenDelta
 from app.llm.prompt import build_messages
 from app.metrics.timeline import TurnTimeline, now_ns
+from app.protocol.events import new_id
 from app.rag.base import BaseRetriever
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
@@ -45,9 +46,23 @@ async def measure_rtt(transport: Any, timeline: TurnTimeline) -> None:
         timeline.measured["network_rtt"] = rtt
 
 
+class TranscriptionFailed(Exception):
+    """The recognizer raised: ``message`` is what the client may be told (an error id; the cause is logged)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
 async def transcribe(asr: ASREngine, audio: np.ndarray, timeline: TurnTimeline) -> str:
-    """The final transcript (empty for less than one VAD window of audio); marks ``asr_final``."""
-    text = "" if audio.size < WINDOW else (await asr.recognize(audio)).text
+    """The final transcript (empty for less than one VAD window of audio); marks ``asr_final``. A recognizer
+    failure is logged under an error id and raised as :class:`TranscriptionFailed`."""
+    try:
+        text = "" if audio.size < WINDOW else (await asr.recognize(audio)).text
+    except Exception as exc:
+        error_id = new_id("err")
+        log.error("transcription failed (error id %s)", error_id, exc_info=True)
+        raise TranscriptionFailed(f"the audio could not be transcribed (error id {error_id})") from exc
     timeline.mark("asr_final")
     return text
 

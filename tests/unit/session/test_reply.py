@@ -106,8 +106,10 @@ async def test_a_spoken_turn_is_transcribed_and_published_first():
     r = build(audio=spoken())
     await ended(r.reply)
     types = r.t.types()
-    assert types[:4] == ["response.created", "conversation.item.input_audio_transcription.completed",
-                         "conversation.item.done", "sub250.sources"]
+    assert types[:5] == ["response.created", "conversation.item.input_audio_transcription.delta",
+                         "conversation.item.input_audio_transcription.completed", "conversation.item.done",
+                         "sub250.sources"]
+    assert r.t.of("conversation.item.input_audio_transcription.delta")[0]["delta"] == QUESTION
     assert r.t.of("conversation.item.input_audio_transcription.completed")[0]["transcript"] == QUESTION
     assert r.conversation.get("item_user").text == QUESTION
     assert r.stack.asr.calls == [ASR_RATE]
@@ -116,8 +118,9 @@ async def test_a_spoken_turn_is_transcribed_and_published_first():
 async def test_a_reply_to_silence_completes_with_no_output():
     r = build(audio=np.zeros(WINDOW - 1, dtype=np.float32))
     await ended(r.reply)
-    assert r.t.types() == ["response.created", "conversation.item.input_audio_transcription.completed",
-                           "conversation.item.done", "response.done"]
+    assert r.t.types() == ["response.created", "conversation.item.input_audio_transcription.delta",
+                           "conversation.item.input_audio_transcription.completed", "conversation.item.done",
+                           "response.done"]
     assert done_events(r.t)[0]["response"]["status"] == "completed"
     assert done_events(r.t)[0]["response"]["output"] == []
     assert r.conversation.get("item_reply") is None and r.stack.llm.requests == []
@@ -285,6 +288,9 @@ async def test_an_asr_exception_fails_the_spoken_turn_cleanly_and_the_next_turn_
     assert_failed_cleanly(r)
     assert llm.requests == [], "nothing was asked of the LLM"
     assert r.t.of("conversation.item.input_audio_transcription.completed") == []
+    failed, = r.t.of("conversation.item.input_audio_transcription.failed")
+    assert failed["item_id"] == "item_user" and failed["error"]["code"] == "transcription_failed"
+    assert "error id" in failed["error"]["message"] and "RuntimeError" not in failed["error"]["message"]
     assert r.conversation.get("item_reply") is None
     # the same engines answer the next turn
     again = build(audio=spoken(), asr=asr, llm=llm)

@@ -277,3 +277,21 @@ async def test_items_go_where_previous_item_id_says_and_can_be_retrieved():
     assert t.sent[-1]["type"] == "conversation.item.retrieved" and t.sent[-1]["item"]["id"] == "i3"
     await send(session, {"type": "conversation.item.retrieve", "item_id": "nope"})
     assert t.sent[-1]["error"]["code"] == "item_not_found"
+
+
+async def test_a_failed_transcription_of_a_client_commit_is_told_and_the_session_goes_on():
+    session, t, stack = make_session()
+
+    def broken(audio, *, window=None):
+        raise RuntimeError("onnx: bad shape")
+
+    stack.asr.transcribe = broken
+    await send(session, {"type": "session.update", "session": {"audio": {"input": {"turn_detection": None}}}})
+    await feed(session, speech(0.8) + silence(0.3))
+    await send(session, {"type": "input_audio_buffer.commit"})
+    failed = (await wait_for(t, "conversation.item.input_audio_transcription.failed"))[0]
+    assert failed["error"]["code"] == "transcription_failed" and "onnx" not in failed["error"]["message"]
+    assert "conversation.item.input_audio_transcription.completed" not in t.types()
+    await send(session, user_text("still there?"))
+    await send(session, {"type": "response.create"})
+    assert (await wait_for(t, "response.done"))[0]["response"]["status"] == "completed"
