@@ -434,7 +434,7 @@ class Generator:
         eid = self.eid()
         etype = self.rng.choice(["input_audio_buffer.explode", "", "RESPONSE.CANCEL", "response.cancel ",
                                  FILL * 10_000, "session.updated", "conversation.item.fetch",
-                                 "output_audio_buffer.clear", "transcription_session.update", "résponse.créate",
+                                 "output_audio_buffer.flush", "transcription_session.update", "résponse.créate",
                                  SURROGATE, "error"])
         ev = {"type": etype, "event_id": eid}
         return Case("unknown_type", f"type {preview(etype, 30)}",

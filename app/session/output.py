@@ -30,6 +30,11 @@ class Transport(Protocol):
     def purge(self, tag: str) -> int:
         """Drop queued, unsent events and audio carrying ``tag``; return how many."""
 
+    def clear_audio(self, response_id: str | None) -> bool:
+        """The client's ``output_audio_buffer.clear``: stop playing the reply audio queued for ``response_id``
+        (all queued reply audio when None) and say ``output_audio_buffer.cleared``. False: this transport
+        has no server-side playback buffer (WebSocket: the client holds the audio it plays)."""
+
     async def measure_rtt(self) -> float | None:
         """Round trip to the client in ms, or None when it cannot be measured."""
 

@@ -66,6 +66,7 @@ class RealtimeSession:
             "input_audio_buffer.commit": self._on_buffer_commit, "input_audio_buffer.clear": self._on_buffer_clear,
             "conversation.item.create": self._on_item_create, "conversation.item.delete": self._on_item_delete,
             "conversation.item.retrieve": self._on_item_retrieve,
+            "output_audio_buffer.clear": self._on_output_audio_clear,
             "conversation.item.truncate": self._on_item_truncate,
             "response.create": self._on_response_create, "response.cancel": self._on_response_cancel}
 
@@ -242,6 +243,14 @@ class RealtimeSession:
         self._turn = None
         self.listening.end()
         self.transport.send(ev.buffer_cleared())
+
+    async def _on_output_audio_clear(self, event: ClientEvent, received_ns: int) -> None:
+        """WebRTC: stop the reply audio still queued on the track (the API expects a ``response.cancel``
+        first to stop the generation as well)."""
+        latest = self._reply.id if self._reply is not None else None
+        if not self.transport.clear_audio(latest):
+            raise ProtocolError("unsupported_event", "output_audio_buffer.clear is for WebRTC calls: over a "
+                                "WebSocket the client holds (and clears) the audio it plays", param="type")
 
     # --- the conversation ----------------------------------------------------------------------------
 

@@ -114,6 +114,10 @@ class ReplyTrack(MediaStreamTrack):
         self._finished.discard(tag)
         return before - len(self._chunks)
 
+    def pending(self) -> list[tuple[str, Any]]:
+        """(response id, pcm) of every chunk still queued, oldest first."""
+        return [(c[0], c[1]) for c in self._chunks]
+
     @property
     def queued_ms(self) -> float:
         return sum(len(c[1]) for c in self._chunks) / 2 / self.rate * 1000
@@ -208,6 +212,13 @@ class WebRTCCall:
         if dropped_audio:
             self.outbox.send(server_event("output_audio_buffer.cleared", response_id=tag))
         return self.outbox.purge(tag) + dropped_audio
+
+    def clear_audio(self, response_id: str | None) -> bool:
+        tags = [response_id] if response_id else list(dict.fromkeys(c[0] for c in self.track.pending()))
+        for tag in tags:
+            self.track.purge(tag)
+        self.outbox.send(server_event("output_audio_buffer.cleared", response_id=response_id))
+        return True
 
     async def measure_rtt(self) -> float | None:
         """RTT from the latest RTCP receiver report about our audio (the browser sends one every second

@@ -98,6 +98,9 @@ class WebSocketTransport:
     def purge(self, tag: str) -> int:
         return self.outbox.purge(tag)
 
+    def clear_audio(self, response_id: str | None) -> bool:
+        return False  # the client plays (and clears) its own audio
+
     async def measure_rtt(self) -> float | None:
         """Round trip of one ping/pong in ms, or None (no PONG within :data:`RTT_TIMEOUT_S`, or closed)."""
         return await self.ping(RTT_TIMEOUT_S)

@@ -191,6 +191,9 @@ class FakeTransport:
     def purge(self, tag):
         return 0
 
+    def clear_audio(self, response_id):
+        return False
+
     async def measure_rtt(self):
         return 1.5
 

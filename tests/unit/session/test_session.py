@@ -295,3 +295,10 @@ async def test_a_failed_transcription_of_a_client_commit_is_told_and_the_session
     await send(session, user_text("still there?"))
     await send(session, {"type": "response.create"})
     assert (await wait_for(t, "response.done"))[0]["response"]["status"] == "completed"
+
+
+async def test_output_audio_buffer_clear_over_a_websocket_is_a_documented_error():
+    session, t, _ = make_session()
+    await send(session, {"type": "output_audio_buffer.clear", "event_id": "e1"})
+    err = t.sent[-1]["error"]
+    assert (err["code"], err["param"], err["event_id"]) == ("unsupported_event", "type", "e1")

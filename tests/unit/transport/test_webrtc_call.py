@@ -149,3 +149,17 @@ async def test_a_multipart_offer_without_sdp_or_with_a_bad_session_part_is_a_400
         assert head.startswith(b"HTTP/1.1 400"), (parts, head)
         assert body["error"]["code"] == code, (parts, body)
     assert not srv.calls
+
+
+async def test_output_audio_buffer_clear_drops_the_queued_reply_audio_and_says_so(sessions):
+    call = WebRTCCall("rtc_test", Principal("k"), object(), KeyLimiter(GatewayLimits()))
+    try:
+        pcm = np.full(OUTPUT_RATE, 500, dtype="<i2").tobytes()  # a second of reply audio
+        call.send_audio(pcm, response_id="resp_1", item_id="item_1")
+        call.send_audio(pcm, response_id="resp_2", item_id="item_2")
+        assert call.clear_audio("resp_1") is True
+        assert [tag for tag, _ in call.track.pending()] == ["resp_2"]
+        assert _queued_types(call)[-1] == "output_audio_buffer.cleared"
+        assert call.clear_audio(None) and call.track.pending() == []  # everything queued
+    finally:
+        await call.close()
