@@ -34,6 +34,16 @@ TOKEN_TTL_RANGE = (10, 7200)
 class Principal:
     key_id: str  # first 8 hex of the key's hash: safe to log and to label metrics with
     dev: bool = False
+    #: A client secret minted with a ``session`` object: that object (JSON text), which every session the
+    #: secret opens starts with; None otherwise.
+    session: str | None = None
+
+    def session_object(self) -> dict | None:
+        return None if self.session is None else json.loads(self.session)
+
+
+#: Client secrets that carry a session object, kept by the server until they expire (at most this many).
+MAX_SECRET_SESSIONS = 10_000
 
 
 def _digest(key: str) -> bytes:
@@ -45,6 +55,9 @@ class ApiKeys:
         self._digests = [_digest(k) for k in (keys or []) if k]
         self.allow_anonymous = allow_anonymous
         self._token_key = secrets.token_bytes(32)
+        #: nonce -> (session object as JSON text, expiry): a secret's session stays here, not in the token (a
+        #: token must fit a header or a WebSocket subprotocol; instructions may be 32 KiB).
+        self._secret_sessions: dict[str, tuple[str, int]] = {}
 
     @classmethod
     def load(cls, env_keys: str, keys_file: Path | None, *, allow_anonymous: bool = False) -> "ApiKeys":
@@ -70,14 +83,24 @@ class ApiKeys:
     def __len__(self) -> int:
         return len(self._digests)
 
-    def mint(self, principal: Principal, ttl_s: int = TOKEN_TTL_S, *, now: float | None = None) -> tuple[str, int]:
-        """A client secret for ``principal`` and its expiry (unix seconds)."""
+    def mint(self, principal: Principal, ttl_s: int = TOKEN_TTL_S, *, now: float | None = None,
+             session: dict | None = None) -> tuple[str, int]:
+        """A client secret for ``principal`` and its expiry (unix seconds); ``session``: the (validated)
+        session object every session it opens starts with."""
         lo, hi = TOKEN_TTL_RANGE
         if not lo <= ttl_s <= hi:
             raise ValueError(f"expires_after.seconds must be between {lo} and {hi}")
-        exp = int((time.time() if now is None else now) + ttl_s)
-        body = base64.urlsafe_b64encode(json.dumps({"k": principal.key_id, "d": principal.dev, "e": exp},
-                                                   separators=(",", ":")).encode()).rstrip(b"=")
+        t = time.time() if now is None else now
+        exp = int(t + ttl_s)
+        claims: dict = {"k": principal.key_id, "d": principal.dev, "e": exp}
+        if session is not None:
+            self._secret_sessions = {n: v for n, v in self._secret_sessions.items() if v[1] >= t}  # expired go
+            if len(self._secret_sessions) >= MAX_SECRET_SESSIONS:
+                raise ValueError(f"too many unexpired client secrets with a session (at most {MAX_SECRET_SESSIONS})")
+            nonce = secrets.token_urlsafe(12)
+            self._secret_sessions[nonce] = (json.dumps(session, separators=(",", ":")), exp)
+            claims["s"] = nonce
+        body = base64.urlsafe_b64encode(json.dumps(claims, separators=(",", ":")).encode()).rstrip(b"=")
         sig = base64.urlsafe_b64encode(hmac.digest(self._token_key, body, "sha256")[:18])
         return f"{TOKEN_PREFIX}{body.decode()}.{sig.decode()}", exp
 
@@ -92,7 +115,13 @@ class ApiKeys:
             return None
         if claims.get("e", 0) < (time.time() if now is None else now):
             return None
-        return Principal(str(claims["k"]), dev=bool(claims.get("d")))
+        session = None
+        if claims.get("s") is not None:
+            kept = self._secret_sessions.get(str(claims["s"]))
+            if kept is None:
+                return None
+            session = kept[0]
+        return Principal(str(claims["k"]), dev=bool(claims.get("d")), session=session)
 
     def authenticate(self, key: str | None) -> Principal | None:
         if not key:

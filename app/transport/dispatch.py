@@ -19,6 +19,14 @@ def new_session(shared: Any, transport: Any, model: str | None) -> Any:
     return RealtimeSession(shared, transport, model=model)
 
 
+def session_for(shared: Any, transport: Any, model: str | None, principal: Principal) -> Any:
+    """:func:`new_session`, configured with the session object of the client secret it was opened with."""
+    session = new_session(shared, transport, model)
+    if (configured := principal.session_object()) is not None:
+        session.configure(configured)  # validated when the secret was minted
+    return session
+
+
 def refusal_error(refusal: Refusal, *, event_id: str | None = None) -> ProtocolError:
     return ProtocolError(refusal.code, refusal.message, event_id=event_id, type=refusal.type)
 

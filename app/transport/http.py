@@ -237,10 +237,16 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _client_secrets(request: web.Request) -> web.Response:
+    """A client secret; with a ``session`` object in the body (the GA API's), every session the secret opens
+    starts with it (validated here: a bad field is a 400 naming it), and the answer echoes it as configured."""
+    from app.protocol.session_config import SessionConfig
+
     principal = _admit(request, allow_client_secret=False)  # a secret must not extend itself
     ttl = TOKEN_TTL_S
+    session: dict[str, Any] | None = None
+    echoed: dict[str, Any] | None = None
     if request.can_read_body:
-        example = 'expected JSON like {"expires_after": {"seconds": 600}}'
+        example = 'expected JSON like {"expires_after": {"seconds": 600}, "session": {"type": "realtime", ...}}'
         raw = await request.read()
         try:
             body = load_json(raw) if raw.strip() else {}  # the protocol's bounded decoder: depth, numbers, UTF-8
@@ -253,11 +259,20 @@ async def _client_secrets(request: web.Request) -> web.Response:
         if not isinstance(seconds, int) or isinstance(seconds, bool):
             return error_response(400, "invalid_body", f"expires_after.seconds must be an integer; {example}")
         ttl = seconds
+        if body.get("session") is not None:
+            session = body["session"]
+            try:
+                echoed = SessionConfig().updated(session).to_wire()
+            except ProtocolError as err:
+                return error_response(400, err.code, err.message)
     try:
-        token, expires_at = request.app[BACKEND].admission.keys.mint(principal, ttl)
+        token, expires_at = request.app[BACKEND].admission.keys.mint(principal, ttl, session=session)
     except ValueError as exc:
         return error_response(400, "invalid_expires_after", str(exc))
-    return web.json_response({"value": token, "expires_at": expires_at})
+    answer: dict[str, Any] = {"value": token, "expires_at": expires_at}
+    if echoed is not None:
+        answer["session"] = echoed
+    return web.json_response(answer)
 
 
 async def _create_call(request: web.Request) -> web.Response:

@@ -178,7 +178,8 @@ async def serve_realtime(ws: web.WebSocketResponse, principal: Principal, shared
         open_sessions = prometheus.SESSIONS_OPEN.labels(transport="websocket")
         open_sessions.inc()
         try:
-            await _run_session(ws, transport, dispatch.new_session(shared, transport, model), principal, limiter)
+            await _run_session(ws, transport, dispatch.session_for(shared, transport, model, principal), principal,
+                               limiter)
         finally:
             open_sessions.dec()
             limiter.close_session(principal.key_id)

@@ -110,3 +110,17 @@ def test_client_secrets_open_sessions_until_they_expire():
             assert "between" in str(exc)
         else:
             raise AssertionError(f"ttl {bad} accepted")
+
+
+def test_a_secrets_session_is_kept_by_the_server_until_it_expires():
+    from app.gateway.auth import ApiKeys, Principal
+
+    keys = ApiKeys(["sk-x"])
+    token, exp = keys.mint(Principal("abc"), 60, now=1000.0, session={"instructions": "hi"})
+    p = keys._verify_token(token, now=1001.0)
+    assert p.key_id == "abc" and p.session_object() == {"instructions": "hi"}
+    assert keys._verify_token(token, now=exp + 1) is None  # expired
+    keys.mint(Principal("abc"), 60, now=exp + 100.0)  # no session: nothing stored, nothing pruned
+    keys.mint(Principal("abc"), 60, now=exp + 100.0, session={})  # minting prunes the expired ones
+    assert len(keys._secret_sessions) == 1
+    assert keys._verify_token(token, now=1001.0) is None  # its session is gone: the secret no longer opens

@@ -243,3 +243,26 @@ async def test_a_bad_client_secrets_body_is_answered_in_our_own_words(make_serve
         assert head.startswith(b"HTTP/1.1 400"), head
         assert answer["error"]["code"] == "invalid_body"
         assert "line 1" not in answer["error"]["message"] and "Exceeds" not in answer["error"]["message"]
+
+
+async def test_a_client_secret_minted_with_a_session_opens_sessions_configured_with_it(make_server, sessions):
+    srv = await make_server()
+    session = {"type": "realtime", "instructions": "Be brief.", "output_modalities": ["text"]}
+    head, body = await post(srv.port, "/v1/realtime/client_secrets",
+                            json.dumps({"expires_after": {"seconds": 60}, "session": session}).encode(), AUTH)
+    assert head.startswith(b"HTTP/1.1 200"), body
+    assert body["session"]["instructions"] == "Be brief." and body["session"]["output_modalities"] == ["text"]
+    assert len(body["value"]) < 200  # the session stays on the server: the secret still fits a subprotocol
+    async with connect(f"ws://127.0.0.1:{srv.port}/v1/realtime",
+                       subprotocols=["realtime", f"openai-insecure-api-key.{body['value']}"]) as ws:
+        assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "session.created"
+    assert sessions[-1].configured == [session]
+    _, plain = await post(srv.port, "/v1/realtime/client_secrets", b"", AUTH)  # no session: nothing configured
+    async with connect(f"ws://127.0.0.1:{srv.port}/v1/realtime",
+                       subprotocols=["realtime", f"openai-insecure-api-key.{plain['value']}"]) as ws:
+        await asyncio.wait_for(ws.recv(), 5)
+    assert sessions[-1].configured == []
+    head, body = await post(srv.port, "/v1/realtime/client_secrets",
+                            json.dumps({"session": {"type": "realtime", "max_output_tokens": -1}}).encode(), AUTH)
+    assert head.startswith(b"HTTP/1.1 400") and body["error"]["code"] == "invalid_value"
+    assert "max_output_tokens" in body["error"]["message"]
