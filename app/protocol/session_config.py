@@ -35,9 +35,15 @@ class TurnDetection:
                 "interrupt_response": self.interrupt_response}
 
 
+#: ``session.type``: a conversation with replies, or transcription only (no responses).
+SESSION_TYPES = ("realtime", "transcription")
+
+
 @dataclass(frozen=True)
 class SessionConfig:
     id: str = ""
+    #: ``realtime`` or ``transcription`` (the caller's audio is transcribed; nothing replies).
+    kind: str = "realtime"
     model: str = "sub250"
     instructions: str = DEFAULT_INSTRUCTIONS
     output_modalities: tuple[str, ...] = ("audio",)
@@ -52,7 +58,14 @@ class SessionConfig:
     tools: tuple[t.FunctionTool, ...] = ()
     tool_choice: t.ToolChoice = t.AUTO
 
+    @property
+    def transcription_only(self) -> bool:
+        return self.kind == "transcription"
+
     def to_wire(self) -> dict[str, Any]:
+        if self.transcription_only:
+            return {"type": "transcription", "object": "realtime.transcription_session", "id": self.id,
+                    "audio": {"input": self._audio_input_wire()}}
         return {
             "type": "realtime",
             "object": "realtime.session",
@@ -64,14 +77,15 @@ class SessionConfig:
             "tools": [tool.to_wire() for tool in self.tools],
             "tool_choice": self.tool_choice.to_wire(),
             "audio": {
-                "input": {
-                    "format": {"type": "audio/pcm", "rate": INPUT_RATE},
-                    "turn_detection": self.turn_detection.to_wire() if self.turn_detection else None,
-                    "transcription": {"model": "whisper"} if self.transcription else None,
-                },
+                "input": self._audio_input_wire(),
                 "output": {"format": {"type": "audio/pcm", "rate": OUTPUT_RATE}, "voice": self.voice},
             },
         }
+
+    def _audio_input_wire(self) -> dict[str, Any]:
+        return {"format": {"type": "audio/pcm", "rate": INPUT_RATE},
+                "turn_detection": self.turn_detection.to_wire() if self.turn_detection else None,
+                "transcription": {"model": "whisper"} if self.transcription or self.transcription_only else None}
 
     def updated(self, session: Any, event_id: str | None = None) -> "SessionConfig":
         """Apply a ``session.update`` payload; raise ProtocolError on the first bad field.
@@ -81,9 +95,11 @@ class SessionConfig:
         ``tracing`` ...) are type-checked and ignored; unknown keys are ignored.
         """
         session = f.obj(session, "session", event_id)
-        if "type" in session and session["type"] != "realtime":
-            raise f.invalid("session.type", "only 'realtime' sessions are supported", event_id)
         changes: dict[str, Any] = f.common_options(session, "session.", event_id)
+        if session.get("type") is not None:
+            if session["type"] not in SESSION_TYPES:
+                raise f.invalid("session.type", "'type' must be 'realtime' or 'transcription'", event_id)
+            changes["kind"] = session["type"]
         changes.update(t.options(session, "session.", event_id))
         t.check_choice(changes.get("tool_choice", self.tool_choice), changes.get("tools", self.tools),
                        "session.tool_choice", event_id)

@@ -178,7 +178,7 @@ class RealtimeSession:
         """The first silence after speech: prepare the reply now, hold it until the commit (or drop it)."""
         td, turn = self.config.turn_detection, self._turn
         if turn is None or td is None or not td.create_response or self.reply is not None \
-                or not Speculation.enabled(self.config, self.tuning):
+                or self.config.transcription_only or not Speculation.enabled(self.config, self.tuning):
             return
         self.speculation.hold(self._start_reply(turn, audio=self.input.audio(turn.first_window, last_window),
                                                 held=True))
@@ -193,7 +193,8 @@ class RealtimeSession:
         turn.audio_end_ms = self.input.ms(last_window + 1)
         self.transport.send(ev.speech_stopped(turn.item_id, turn.audio_end_ms))
         td = self.config.turn_detection
-        self._commit(turn, self.input.take(turn.first_window), commit_ns, create=td is None or td.create_response)
+        create = (td is None or td.create_response) and not self.config.transcription_only
+        self._commit(turn, self.input.take(turn.first_window), commit_ns, create=create)
 
     async def _on_buffer_commit(self, event: ClientEvent, received_ns: int) -> None:
         if self.input.empty:
@@ -298,6 +299,9 @@ class RealtimeSession:
     # --- replies -------------------------------------------------------------------------------------
 
     async def _on_response_create(self, event: ClientEvent, received_ns: int) -> None:
+        if self.config.transcription_only:
+            raise ProtocolError("unsupported_event", "a transcription session makes no responses (session.type "
+                                "is 'transcription')", param="type")
         if self.reply is not None:
             raise ProtocolError("conversation_already_has_active_response",
                                 "a response is in progress; cancel it first (response.cancel)")

@@ -26,7 +26,7 @@ def test_audio_parts_must_be_objects(part, value):
 
 @pytest.mark.parametrize("session,param", [
     ("x", "session"), ([], "session"),
-    ({"type": "transcription"}, "session.type"),
+    ({"type": "translation"}, "session.type"),
     ({"audio": "x"}, "session.audio"),
     ({"audio": {"input": {"format": "audio/pcm"}}}, "session.audio.input.format.type"),
     ({"audio": {"input": {"format": {"type": "audio/pcm", "rate": [24000]}}}}, "session.audio.input.format.rate"),

@@ -302,3 +302,20 @@ async def test_output_audio_buffer_clear_over_a_websocket_is_a_documented_error(
     await send(session, {"type": "output_audio_buffer.clear", "event_id": "e1"})
     err = t.sent[-1]["error"]
     assert (err["code"], err["param"], err["event_id"]) == ("unsupported_event", "type", "e1")
+
+
+async def test_a_transcription_session_transcribes_each_turn_and_never_replies():
+    session, t, stack = make_session()
+    await send(session, {"type": "session.update", "session": {"type": "transcription"}})
+    updated = t.sent[-1]["session"]
+    assert updated["type"] == "transcription" and updated["object"] == "realtime.transcription_session"
+    assert "instructions" not in updated and updated["audio"]["input"]["transcription"] == {"model": "whisper"}
+    await feed(session, silence(0.3) + speech(1.0) + silence(0.8))
+    done = (await wait_for(t, "conversation.item.input_audio_transcription.completed"))[0]
+    assert done["transcript"] == stack.asr.texts[0]
+    await asyncio.sleep(0.05)
+    assert "response.created" not in t.types() and stack.llm.requests == []
+    await send(session, {"type": "response.create"})
+    assert t.sent[-1]["error"]["code"] == "unsupported_event"
+    await send(session, {"type": "session.update", "session": {"type": "realtime"}})  # back to a conversation
+    assert t.sent[-1]["session"]["type"] == "realtime"
