@@ -48,10 +48,19 @@ class _Bucket:
         self.rate, self.capacity = rate, capacity
         self.tokens, self.stamp = capacity, time.monotonic()
 
-    def take(self, amount: float = 1.0) -> bool:
+    def refill(self) -> None:
         now = time.monotonic()
         self.tokens = min(self.capacity, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
+
+    def state(self, name: str) -> dict[str, float | str]:
+        """The GA ``rate_limits`` entry: the burst, what is left of it now, and seconds until it is full."""
+        self.refill()
+        return {"name": name, "limit": self.capacity, "remaining": round(self.tokens, 3),
+                "reset_seconds": round((self.capacity - self.tokens) / self.rate, 3) if self.rate > 0 else 0.0}
+
+    def take(self, amount: float = 1.0) -> bool:
+        self.refill()
         if self.tokens >= amount:
             self.tokens -= amount
             return True
@@ -86,19 +95,31 @@ class KeyLimiter:
         if size > self.limits.max_event_bytes:
             return Refusal("event_too_large", f"the event is {size} bytes; the limit is {self.limits.max_event_bytes}",
                            413, "invalid_request_error")
-        bucket = self._messages.get(key_id)
-        if bucket is None:
-            bucket = self._messages[key_id] = _Bucket(self.limits.messages_per_s, self.limits.burst)
-        if not bucket.take():
+        if not self._message_bucket(key_id).take():
             return Refusal("rate_limit_exceeded",
                            f"more than {self.limits.messages_per_s:g} messages per second; slow down")
         return None
 
-    def check_audio(self, key_id: str, seconds: float) -> Refusal | None:
+    def _message_bucket(self, key_id: str) -> _Bucket:
+        bucket = self._messages.get(key_id)
+        if bucket is None:
+            bucket = self._messages[key_id] = _Bucket(self.limits.messages_per_s, self.limits.burst)
+        return bucket
+
+    def _audio_bucket(self, key_id: str) -> _Bucket:
         bucket = self._audio.get(key_id)
         if bucket is None:
             # A burst of 10 s of audio, then max_audio_rate seconds of audio per second.
             bucket = self._audio[key_id] = _Bucket(self.limits.max_audio_rate, 10.0 * self.limits.max_audio_rate)
+        return bucket
+
+    def rate_limits(self, key_id: str) -> list[dict[str, float | str]]:
+        """The key's limits as the GA ``rate_limits.updated`` event lists them: ``requests`` (client messages)
+        and ``audio_seconds`` (caller audio), each with its burst, what remains and the seconds to refill."""
+        return [self._message_bucket(key_id).state("requests"), self._audio_bucket(key_id).state("audio_seconds")]
+
+    def check_audio(self, key_id: str, seconds: float) -> Refusal | None:
+        bucket = self._audio_bucket(key_id)
         if not bucket.take(seconds):
             return Refusal("audio_rate_exceeded",
                            f"audio arrives faster than {self.limits.max_audio_rate:g}x real time; frame dropped")

@@ -155,6 +155,10 @@ def response_done(response: dict[str, Any]) -> dict[str, Any]:
     return server_event("response.done", response=response)
 
 
+def rate_limits_updated(limits: list[dict[str, Any]]) -> dict[str, Any]:
+    return server_event("rate_limits.updated", rate_limits=limits)
+
+
 def output_item_added(response_id: str, item: dict[str, Any]) -> dict[str, Any]:
     return server_event("response.output_item.added", response_id=response_id, output_index=0, item=item)
 

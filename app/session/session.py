@@ -61,6 +61,9 @@ class RealtimeSession:
         self._turn: UserTurn | None = None
         self._reply: Reply | None = None
         self._gateway_ms: float | None = None
+        #: The key's limits now (``KeyLimiter.rate_limits``), set by the transport: each response begins with
+        #: a ``rate_limits.updated``; None (no gateway, e.g. tests): none is sent.
+        self.rate_limits: Callable[[], list[dict[str, Any]]] | None = None
         self._handlers: dict[str, Handler] = {  # every client event type this server implements
             "session.update": self._on_session_update, "input_audio_buffer.append": self._on_buffer_append,
             "input_audio_buffer.commit": self._on_buffer_commit, "input_audio_buffer.clear": self._on_buffer_clear,
@@ -333,6 +336,8 @@ class RealtimeSession:
                             tuning=self.tuning, conversation=self.conversation, output=output, stats=self.stats,
                             conversation_id=self.config.id, audio=audio, started_ns=now_ns())
         self._reply.start(self.tasks.spawn)
+        if self.rate_limits is not None:
+            output.send(ev.rate_limits_updated(self.rate_limits()), keep=True)  # held with a held reply
         return self._reply
 
     # --- teardown ------------------------------------------------------------------------------------

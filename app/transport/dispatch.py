@@ -3,6 +3,7 @@ Shared by the WebSocket endpoint and the WebRTC data channel so both apply the s
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -19,11 +20,15 @@ def new_session(shared: Any, transport: Any, model: str | None) -> Any:
     return RealtimeSession(shared, transport, model=model)
 
 
-def session_for(shared: Any, transport: Any, model: str | None, principal: Principal) -> Any:
-    """:func:`new_session`, configured with the session object of the client secret it was opened with."""
+def session_for(shared: Any, transport: Any, model: str | None, principal: Principal,
+                limiter: KeyLimiter | None = None) -> Any:
+    """:func:`new_session`, configured with the session object of the client secret it was opened with, and
+    told its key's limits (``rate_limits.updated`` at each response)."""
     session = new_session(shared, transport, model)
     if (configured := principal.session_object()) is not None:
         session.configure(configured)  # validated when the secret was minted
+    if limiter is not None:
+        session.rate_limits = functools.partial(limiter.rate_limits, principal.key_id)
     return session
 
 

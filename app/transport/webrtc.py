@@ -189,7 +189,7 @@ class WebRTCCall:
         self._closing: asyncio.Task | None = None
         self.closed = asyncio.Event()
         self.answer_sdp = ""
-        self.session = dispatch.session_for(shared, self, model, principal)
+        self.session = dispatch.session_for(shared, self, model, principal, limiter)
         prometheus.SESSIONS_OPEN.labels(transport="webrtc").inc()  # open until _close
 
     # --- the session's transport ---------------------------------------------------------------------

@@ -178,7 +178,7 @@ async def serve_realtime(ws: web.WebSocketResponse, principal: Principal, shared
         open_sessions = prometheus.SESSIONS_OPEN.labels(transport="websocket")
         open_sessions.inc()
         try:
-            await _run_session(ws, transport, dispatch.session_for(shared, transport, model, principal), principal,
+            await _run_session(ws, transport, dispatch.session_for(shared, transport, model, principal, limiter), principal,
                                limiter)
         finally:
             open_sessions.dec()

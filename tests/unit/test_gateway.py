@@ -124,3 +124,17 @@ def test_a_secrets_session_is_kept_by_the_server_until_it_expires():
     keys.mint(Principal("abc"), 60, now=exp + 100.0, session={})  # minting prunes the expired ones
     assert len(keys._secret_sessions) == 1
     assert keys._verify_token(token, now=1001.0) is None  # its session is gone: the secret no longer opens
+
+
+def test_rate_limits_say_the_burst_what_is_left_and_when_it_is_full_again():
+    from app.gateway import GatewayLimits, KeyLimiter
+
+    limiter = KeyLimiter(GatewayLimits(messages_per_s=10.0))
+    requests, audio = limiter.rate_limits("k")
+    assert requests["name"] == "requests" and requests["remaining"] == requests["limit"] > 0
+    assert requests["reset_seconds"] == 0.0 and audio["name"] == "audio_seconds"
+    for _ in range(5):
+        assert limiter.check_message("k", 10) is None
+    requests, _ = limiter.rate_limits("k")
+    assert requests["limit"] - 5.1 < requests["remaining"] < requests["limit"] - 4.9
+    assert 0.45 < requests["reset_seconds"] <= 0.5  # 5 messages at 10 per second

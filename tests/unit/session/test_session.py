@@ -319,3 +319,14 @@ async def test_a_transcription_session_transcribes_each_turn_and_never_replies()
     assert t.sent[-1]["error"]["code"] == "unsupported_event"
     await send(session, {"type": "session.update", "session": {"type": "realtime"}})  # back to a conversation
     assert t.sent[-1]["session"]["type"] == "realtime"
+
+
+async def test_each_response_begins_with_the_keys_rate_limits_when_the_gateway_gives_them():
+    session, t, _ = make_session()
+    session.rate_limits = lambda: [{"name": "requests", "limit": 64.0, "remaining": 60.0, "reset_seconds": 0.008}]
+    await send(session, user_text("hello"))
+    await send(session, {"type": "response.create"})
+    await wait_for(t, "response.done")
+    types = t.types()
+    assert types.index("rate_limits.updated") == types.index("response.created") + 1
+    assert t.sent[types.index("rate_limits.updated")]["rate_limits"][0]["remaining"] == 60.0
