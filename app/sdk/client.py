@@ -16,6 +16,19 @@ from app.sdk.tools import ToolRun, ToolSet
 RATE = 24_000
 
 
+#: The longest a ``Retry-After`` is waited for before connecting again.
+MAX_RETRY_AFTER_S = 30.0
+
+
+def _retry_after(headers: Any) -> float | None:
+    """Seconds of a ``Retry-After: <seconds>`` header (None when absent or not a number)."""
+    try:
+        value = float(headers.get("Retry-After", ""))
+    except ValueError:
+        return None
+    return value if value >= 0 else None
+
+
 class ConnectionLost(Exception):
     """The connection dropped; ``await client.reconnect()`` opens a new session with the same settings."""
 
@@ -102,12 +115,19 @@ class RealtimeClient:
     async def connect(self) -> None:
         from websockets.asyncio.client import connect
 
+        from websockets.exceptions import InvalidStatus
+
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         delay = 0.25
         for attempt in range(self.connect_retries + 1):
             try:
                 self.ws = await connect(self.url, additional_headers=headers, max_size=None, compression=None)
                 break
+            except InvalidStatus as exc:  # 503: the server is still loading its engines; it says when to retry
+                if exc.response.status_code != 503 or attempt == self.connect_retries:
+                    raise
+                await asyncio.sleep(min(MAX_RETRY_AFTER_S, _retry_after(exc.response.headers) or delay))
+                delay *= 2
             except OSError:
                 if attempt == self.connect_retries:
                     raise
@@ -247,6 +267,7 @@ class RealtimeClient:
                 return
 
     async def wait_for(self, *types: str, timeout: float = 30.0) -> ServerEvent:
+        """The first event of one of ``types`` (the events before it are passed over)."""
         deadline = time.monotonic() + timeout
         while True:
             ev = await self.next_event(timeout=max(0.0, deadline - time.monotonic()))

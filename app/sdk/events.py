@@ -3,8 +3,21 @@
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import dataclass, field
 from typing import Any
+
+
+@functools.cache
+def _ga_events() -> Any:
+    """A pydantic TypeAdapter of the GA server event union, from the ``openai`` package (optional)."""
+    try:
+        from openai.types.realtime import RealtimeServerEvent
+    except ImportError:
+        raise ImportError("typed GA events need the openai package: pip install openai") from None
+    import pydantic
+
+    return pydantic.TypeAdapter(RealtimeServerEvent)
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,18 @@ class ServerEvent:
     def audio(self) -> bytes:
         """PCM16 24 kHz bytes of a ``response.output_audio.delta``."""
         return base64.b64decode(self.data.get("delta", ""))
+
+    def typed(self) -> Any:
+        """The event as a typed object: for a GA event the ``openai`` package's pydantic model of it
+        (``ResponseDoneEvent``, ``ResponseFunctionCallArgumentsDoneEvent`` ...; validated, so a field of the
+        wrong shape raises ``pydantic.ValidationError``), for ours :class:`TurnLatency` / :class:`Sources`."""
+        if self.type == "sub250.turn.latency":
+            return TurnLatency.from_event(self)
+        if self.type == "sub250.sources":
+            return Sources.from_event(self)
+        if self.type.startswith("sub250."):
+            return self  # partial transcripts: the dict is the whole of it
+        return _ga_events().validate_python(self.data)
 
 
 @dataclass(frozen=True)

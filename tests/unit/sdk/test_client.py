@@ -1,0 +1,44 @@
+"""The SDK client against a tiny real WebSocket server (websockets): retries while the server says 503."""
+
+import asyncio
+import json
+
+from websockets.asyncio.server import serve
+from websockets.http11 import Response
+from websockets.datastructures import Headers
+
+from app.sdk import RealtimeClient
+from app.sdk.events import ServerEvent, TurnLatency
+
+
+async def test_connect_waits_out_a_503_with_retry_after_then_opens():
+    refused = []
+
+    def loading(connection, request):
+        if len(refused) < 2:
+            refused.append(request.path)
+            return Response(503, "Service Unavailable", Headers({"Retry-After": "0.05"}), b"loading")
+        return None
+
+    async def handler(ws):
+        await ws.send(json.dumps({"type": "session.created", "event_id": "e", "session": {"type": "realtime"}}))
+        await ws.wait_closed()
+
+    async with serve(handler, "127.0.0.1", 0, process_request=loading) as server:
+        port = server.sockets[0].getsockname()[1]
+        client = RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k", connect_retries=3)
+        t0 = asyncio.get_running_loop().time()
+        await client.connect()
+        assert len(refused) == 2 and asyncio.get_running_loop().time() - t0 >= 0.1
+        assert client.session == {"type": "realtime"}
+        await client.close()
+
+
+def test_events_are_typed_by_the_openai_packages_models_and_ours():
+    done = ServerEvent("response.function_call_arguments.done", {
+        "type": "response.function_call_arguments.done", "event_id": "e", "response_id": "r", "item_id": "i",
+        "output_index": 0, "call_id": "c", "name": "lookup_order", "arguments": "{}"})
+    typed = done.typed()
+    assert type(typed).__name__ == "ResponseFunctionCallArgumentsDoneEvent" and typed.name == "lookup_order"
+    lat = ServerEvent("sub250.turn.latency", {"type": "sub250.turn.latency", "turn_id": "t", "final": True})
+    assert isinstance(lat.typed(), TurnLatency) and lat.typed().final
