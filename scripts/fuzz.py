@@ -171,7 +171,7 @@ TD = ("session", "audio", "input", "turn_detection")
 TR = ("session", "audio", "input", "transcription")
 WRONG_TYPES: list[tuple[str, tuple[str | int, ...], list[Any], tuple[str, ...]]] = [
     ("session.update", S, NOT_OBJ + [None], IV),
-    ("session.update", S + ("type",), [5, "transcription", [], {}], IV),
+    ("session.update", S + ("type",), [5, "translation", [], {}], IV),
     ("session.update", S + ("instructions",), NOT_STR + [SURROGATE, BIG_TEXT], IV),
     ("session.update", S + ("output_modalities",), [5, "text", ["video"], [], [1], {}, ["text", 5]], IV),
     ("session.update", S + ("max_output_tokens",),

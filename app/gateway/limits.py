@@ -56,7 +56,8 @@ class _Bucket:
     def state(self, name: str) -> dict[str, float | str]:
         """The GA ``rate_limits`` entry: the burst, what is left of it now, and seconds until it is full."""
         self.refill()
-        return {"name": name, "limit": self.capacity, "remaining": round(self.tokens, 3),
+        # whole messages, as the API's integers: what may be sent now without a refusal
+        return {"name": name, "limit": int(self.capacity), "remaining": int(self.tokens),
                 "reset_seconds": round((self.capacity - self.tokens) / self.rate, 3) if self.rate > 0 else 0.0}
 
     def take(self, amount: float = 1.0) -> bool:
@@ -114,9 +115,10 @@ class KeyLimiter:
         return bucket
 
     def rate_limits(self, key_id: str) -> list[dict[str, float | str]]:
-        """The key's limits as the GA ``rate_limits.updated`` event lists them: ``requests`` (client messages)
-        and ``audio_seconds`` (caller audio), each with its burst, what remains and the seconds to refill."""
-        return [self._message_bucket(key_id).state("requests"), self._audio_bucket(key_id).state("audio_seconds")]
+        """The key's limits as the GA ``rate_limits.updated`` event lists them: ``requests`` (client messages:
+        the burst, what remains, the seconds to refill). The API names only ``requests`` and ``tokens``; there
+        is no token limit here, and the audio-rate limit has no name in the API, so neither is listed."""
+        return [self._message_bucket(key_id).state("requests")]
 
     def check_audio(self, key_id: str, seconds: float) -> Refusal | None:
         bucket = self._audio_bucket(key_id)

@@ -178,14 +178,23 @@ def function_call_arguments_done(response_id: str, item_id: str, call_id: str, n
                         output_index=0, call_id=call_id, name=name, arguments=arguments)
 
 
+#: The content part events of a response name their part ``text`` / ``audio`` (the item's content says
+#: ``output_text`` / ``output_audio``): the GA models of ``response.content_part.*``.
+_RESPONSE_PART_TYPES = {"output_text": "text", "output_audio": "audio"}
+
+
+def _response_part(part: dict[str, Any]) -> dict[str, Any]:
+    return {**part, "type": _RESPONSE_PART_TYPES.get(part["type"], part["type"])}
+
+
 def content_part_added(response_id: str, item_id: str, part: dict[str, Any]) -> dict[str, Any]:
     return server_event("response.content_part.added", response_id=response_id, item_id=item_id, output_index=0,
-                        content_index=0, part=part)
+                        content_index=0, part=_response_part(part))
 
 
 def content_part_done(response_id: str, item_id: str, part: dict[str, Any]) -> dict[str, Any]:
     return server_event("response.content_part.done", response_id=response_id, item_id=item_id, output_index=0,
-                        content_index=0, part=part)
+                        content_index=0, part=_response_part(part))
 
 
 def text_delta(response_id: str, item_id: str, delta: str, *, audio: bool) -> dict[str, Any]:

@@ -323,10 +323,10 @@ async def test_a_transcription_session_transcribes_each_turn_and_never_replies()
 
 async def test_each_response_begins_with_the_keys_rate_limits_when_the_gateway_gives_them():
     session, t, _ = make_session()
-    session.rate_limits = lambda: [{"name": "requests", "limit": 64.0, "remaining": 60.0, "reset_seconds": 0.008}]
+    session.rate_limits = lambda: [{"name": "requests", "limit": 64, "remaining": 60, "reset_seconds": 0.008}]
     await send(session, user_text("hello"))
     await send(session, {"type": "response.create"})
     await wait_for(t, "response.done")
     types = t.types()
     assert types.index("rate_limits.updated") == types.index("response.created") + 1
-    assert t.sent[types.index("rate_limits.updated")]["rate_limits"][0]["remaining"] == 60.0
+    assert t.sent[types.index("rate_limits.updated")]["rate_limits"][0]["remaining"] == 60
