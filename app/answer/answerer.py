@@ -45,6 +45,11 @@ class Found(Protocol):
 BORDERLINE_HINT = "If the context does not answer the question, say that you do not know."
 
 DECLINED, EXTRACTIVE, GENERATIVE = "declined", "extractive", "generative"
+#: The path of the nudge after the caller's long silence (``idle_timeout_ms``).
+IDLE = "idle"
+#: Said to the model in place of a question when the caller has been silent too long.
+IDLE_PROMPT = "(The caller has said nothing for a while.)"
+IDLE_HINT = "Ask in one short sentence whether they are still there or need anything else."
 #: The extractive path of an answer after tool calls: the tools' outputs said as they are (app/tools/results.py).
 TOOL_RESULT = "tool_result"
 
@@ -108,6 +113,22 @@ class Answerer:
                            "top_score": None if score is None else round(score, 4)}
         if plan.extract is not None:
             timeline.answer["extract_score"] = round(plan.extract.score, 4)
+        return plan
+
+    async def plan_idle(self, instructions: str, history: list[dict[str, str]], timeline: TurnTimeline, *,
+                        custom_instructions: bool = False) -> Plan:
+        """The nudge after the caller's long silence: the profile's fixed ``idle_text`` in the extractive mode,
+        else the model asked to check in, given the conversation so far."""
+        mode = self.policy.mode
+        if custom_instructions and mode == "extractive":
+            mode = "generative"
+        if mode == "extractive":
+            plan = Plan(IDLE, None, text=self.policy.idle_text)
+            timeline.mark("prompt_ready")
+        else:
+            messages, ids = self.build_prompt(instructions, IDLE_PROMPT, [], history, timeline, hint=IDLE_HINT)
+            plan = Plan(IDLE, None, messages=messages, ids=ids)
+        timeline.answer = {"path": IDLE, "mode": mode, "top_score": None}
         return plan
 
     async def plan_from_tools(self, question: str, results: list[tuple[Any, Any]], instructions: str,

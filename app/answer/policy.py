@@ -13,6 +13,10 @@ DECLINE_TEXT = ("Sorry, I can only help with questions about Halden products: th
                 "setup, your account, returns and the warranty.")
 
 
+#: The fixed nudge after a long silence of the caller (``idle_timeout_ms``).
+IDLE_TEXT = "Are you still there? I can help with the Aero purifier, its filters, your order or the warranty."
+
+
 @dataclass(frozen=True)
 class AnswerPolicy:
     #: ``generative``: the LLM answers from the retrieved passages. ``grounded``: the LLM answers from the
@@ -28,6 +32,9 @@ class AnswerPolicy:
     #: to say it does not know when the context does not answer.
     borderline_score: float = 0.0
     decline_text: str = DECLINE_TEXT
+    #: What is said when the caller has been silent past ``idle_timeout_ms`` (the extractive mode; the
+    #: generative ones ask the model).
+    idle_text: str = IDLE_TEXT
     #: Sentences an extract holds (the best one and those after it).
     sentences: int = 2
     #: Passages searched for the extract's best sentence (best-first).
@@ -65,6 +72,7 @@ class AnswerPolicy:
             min_extract_score=float(cfg.get("min_extract_score", d.min_extract_score)),
             borderline_score=float(cfg.get("borderline_score", d.borderline_score)),
             decline_text=str(cfg.get("decline_text", d.decline_text)),
+            idle_text=str(cfg.get("idle_text", d.idle_text)),
             sentences=int(cfg.get("sentences", d.sentences)),
             extract_passages=int(cfg.get("extract_passages", d.extract_passages)),
             lexical_weight=float(cfg.get("lexical_weight", d.lexical_weight)),

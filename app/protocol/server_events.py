@@ -71,6 +71,12 @@ def buffer_committed(item_id: str, previous_item_id: str | None) -> dict[str, An
     return server_event("input_audio_buffer.committed", previous_item_id=previous_item_id, item_id=item_id)
 
 
+def timeout_triggered(item_id: str, audio_start_ms: int, audio_end_ms: int) -> dict[str, Any]:
+    """The caller said nothing for ``idle_timeout_ms`` after a response: a response comes (the nudge)."""
+    return server_event("input_audio_buffer.timeout_triggered", audio_start_ms=audio_start_ms,
+                        audio_end_ms=audio_end_ms, item_id=item_id)
+
+
 def buffer_cleared() -> dict[str, Any]:
     return server_event("input_audio_buffer.cleared")
 

@@ -28,11 +28,14 @@ class TurnDetection:
     prefix_padding_ms: int = 300
     create_response: bool = True
     interrupt_response: bool = True
+    #: After a response's audio has played, this long without the caller speaking triggers a response
+    #: (``input_audio_buffer.timeout_triggered``); None: never.
+    idle_timeout_ms: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {"type": "server_vad", "threshold": self.threshold, "silence_duration_ms": self.silence_duration_ms,
                 "prefix_padding_ms": self.prefix_padding_ms, "create_response": self.create_response,
-                "interrupt_response": self.interrupt_response}
+                "interrupt_response": self.interrupt_response, "idle_timeout_ms": self.idle_timeout_ms}
 
 
 #: ``session.type``: a conversation with replies, or transcription only (no responses).
@@ -203,6 +206,8 @@ def _turn_detection(td: Any, current: TurnDetection | None, event_id: str | None
     for key in ("create_response", "interrupt_response"):
         if td.get(key) is not None:
             out = replace(out, **{key: f.boolean(td[key], f"{where}.{key}", event_id)})
-    if td.get("idle_timeout_ms") is not None:  # GA field, not implemented: checked and ignored
-        f.integer(td["idle_timeout_ms"], f"{where}.idle_timeout_ms", event_id, 5000, 30000)
+    if "idle_timeout_ms" in td:  # null turns it off
+        value = td["idle_timeout_ms"]
+        out = replace(out, idle_timeout_ms=None if value is None else
+                      f.integer(value, f"{where}.idle_timeout_ms", event_id, 5000, 30000))
     return out

@@ -21,17 +21,18 @@ from typing import Any
 import numpy as np
 
 from app.audio.rates import OUTPUT_RATE
+from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
 from app.protocol import tools as t
 from app.protocol.events import ProtocolError, new_id
 from app.protocol.session_config import DEFAULT_INSTRUCTIONS, SessionConfig
 from app.session import stages
 from app.session.conversation import Conversation, FunctionCall, Item
-from app.tools import ToolArgumentsError, ToolCall
 from app.session.output import ReplyOutput
 from app.session.stats import SessionStats
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
+from app.tools import ToolArgumentsError, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -84,15 +85,19 @@ class ReplyOptions:
 class Reply:
     def __init__(self, turn: UserTurn, options: ReplyOptions, *, stack: Any, tuning: PipelineTuning,
                  conversation: Conversation, output: ReplyOutput, stats: SessionStats, conversation_id: str,
-                 audio: np.ndarray | None = None, started_ns: int = 0) -> None:
+                 audio: np.ndarray | None = None, started_ns: int = 0, idle: bool = False,
+                 on_finished: Callable[["Reply"], None] | None = None) -> None:
         """``audio``: the caller's speech still to transcribe (None: ``turn.transcript`` is the question).
-        ``output`` held: the reply is speculative until :meth:`adopt`."""
+        ``output`` held: the reply is speculative until :meth:`adopt`. ``idle``: the nudge after the caller's
+        long silence (``idle_timeout_ms``), not an answer. ``on_finished``: told once ``response.done`` is out."""
         self.id, self.item_id = output.response_id, output.item_id
         self.turn, self.options, self.stack, self.tuning = turn, options, stack, tuning
         self.conversation, self.output, self.stats = conversation, output, stats
         self.conversation_id = conversation_id
         self.audio = audio
         self.started_ns = started_ns
+        self.idle = idle
+        self._on_finished = on_finished
         self.state = ReplyState.HELD if output.held else ReplyState.LIVE
         self.cancel_reason = "client_cancelled"
         self.engine_request_id = f"{self.id}-{new_id('req')[-6:]}"
@@ -170,8 +175,9 @@ class Reply:
     async def _run(self) -> None:
         status, error = "completed", None
         try:
-            question = await self._question()
-            if question:
+            if self.idle:
+                await self._nudge()
+            elif question := await self._question():
                 await self._answer(question)
         except asyncio.CancelledError:
             status = "cancelled"
@@ -235,6 +241,21 @@ class Reply:
         plan = await answerer.plan(question, found, opts.instructions,
                                    self.conversation.for_prompt(exclude=turn.item_id), tl, custom_instructions=custom)
         await self._speak(answerer, plan)
+
+    async def _nudge(self) -> None:
+        answerer = stages.answerer(self.stack, self.tuning)
+        plan = await answerer.plan_idle(self.options.instructions, self.conversation.for_prompt(exclude=self.turn.item_id),
+                                        self.turn.timeline,
+                                        custom_instructions=self.options.instructions != DEFAULT_INSTRUCTIONS)
+        await self._speak(answerer, plan)
+
+    def playback_left_ms(self) -> float:
+        """How much of the reply's audio the caller has still to hear, counted from its first audio frame leaving
+        (a client plays it in real time; 0 for a reply without audio)."""
+        first = self.turn.timeline.marks.get("first_audio_sent")
+        if first is None:
+            return self.audio_queued_ms
+        return max(0.0, self.audio_queued_ms - (now_ns() - first) / 1e6)
 
     async def _speak(self, answerer: Any, plan: Any) -> None:
         """The reply's message item, its text as the plan gives it, and its audio."""
@@ -364,6 +385,8 @@ class Reply:
         if self.options.audio:
             self.output.audio_done()
         self._report_final_if_ready()
+        if self._on_finished is not None:
+            self._on_finished(self)
 
     def _message_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
         """The spoken or written reply joins the conversation; returns (in history, its wire item)."""

@@ -61,6 +61,9 @@ class RealtimeSession:
         self._turn: UserTurn | None = None
         self._reply: Reply | None = None
         self._gateway_ms: float | None = None
+        #: The idle timer (``turn_detection.idle_timeout_ms``), armed when a response's audio will have played.
+        self._idle: asyncio.TimerHandle | None = None
+        self._idle_from_ms = 0
         #: The key's limits now (``KeyLimiter.rate_limits``), set by the transport: each response begins with
         #: a ``rate_limits.updated``; None (no gateway, e.g. tests): none is sent.
         self.rate_limits: Callable[[], list[dict[str, Any]]] | None = None
@@ -119,6 +122,7 @@ class RealtimeSession:
 
     async def _on_session_update(self, event: ClientEvent, received_ns: int) -> None:
         self.configure(event.session or {}, event.event_id)
+        self._disarm_idle()  # the next response arms it with the new settings
         self.transport.send(ev.session_updated(self.config))
 
     def configure(self, session: Any, event_id: str | None = None) -> None:
@@ -169,6 +173,7 @@ class RealtimeSession:
         first = max(self.input.start, window - int((td.prefix_padding_ms if td else 300) / WINDOW_MS))
         turn = UserTurn.new(new_id("item"), first_window=first, audio_start_ms=self.input.ms(first))
         turn.timeline.mark("speech_start", self.input.arrival(window))
+        self._disarm_idle()
         self._turn = turn
         self.listening.begin(turn, window)
         self.transport.send(ev.speech_started(turn.item_id, self.input.ms(window)))
@@ -327,22 +332,57 @@ class RealtimeSession:
         reply.cancel("client_cancelled")
 
     def _start_reply(self, turn: UserTurn, *, audio: np.ndarray | None = None, held: bool = False,
-                     options: ReplyOptions | None = None) -> Reply:
-        """The one place a reply is wired to the stages; ``held``: speculative, nothing sent until adopted."""
+                     options: ReplyOptions | None = None, idle: bool = False) -> Reply:
+        """The one place a reply is wired to the stages; ``held``: speculative, nothing sent until adopted;
+        ``idle``: the nudge after the caller's long silence."""
         if self.reply is not None:
             self.reply.cancel("turn_detected")
+        self._disarm_idle()
         output = ReplyOutput(self.transport, new_id("resp"), new_id("item"), held=held)
         self._reply = Reply(turn, options or ReplyOptions.resolve(self.config), stack=self.stack,
                             tuning=self.tuning, conversation=self.conversation, output=output, stats=self.stats,
-                            conversation_id=self.config.id, audio=audio, started_ns=now_ns())
+                            conversation_id=self.config.id, audio=audio, started_ns=now_ns(), idle=idle,
+                            on_finished=self._reply_finished)
         self._reply.start(self.tasks.spawn)
         if self.rate_limits is not None:
             output.send(ev.rate_limits_updated(self.rate_limits()), keep=True)  # held with a held reply
         return self._reply
+
+    # --- the caller's long silence (turn_detection.idle_timeout_ms) ------------------------------------
+
+    def _reply_finished(self, reply: Reply) -> None:
+        """A response is done: with ``idle_timeout_ms``, wait that long after its audio will have played. One
+        nudge in a row at most: after a nudge, the timer waits for the caller to speak again."""
+        td = self.config.turn_detection
+        if (td is None or td.idle_timeout_ms is None or self.config.transcription_only or reply.idle
+                or reply.state.value != "done" or reply is not self._reply):
+            return
+        self._disarm_idle()
+        self._idle_from_ms = self.input.ms(self.input.end)
+        delay_s = (td.idle_timeout_ms + reply.playback_left_ms()) / 1000
+        self._idle = asyncio.get_running_loop().call_later(delay_s, self._idle_timeout)
+
+    def _disarm_idle(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _idle_timeout(self) -> None:
+        self._idle = None
+        if self.reply is not None or self._turn is not None:
+            return  # something is going on after all
+        item_id = new_id("item")
+        self.transport.send(ev.timeout_triggered(item_id, self._idle_from_ms, self.input.ms(self.input.end)))
+        turn = UserTurn.new(item_id, transcript="")
+        turn.timeline.mark("turn_commit")
+        item = Item(item_id, "user", "input_audio", "")
+        self.transport.send(ev.item_added(item.to_wire(), self.conversation.add(item)))
+        self._start_reply(turn, idle=True)
 
     # --- teardown ------------------------------------------------------------------------------------
 
     async def close(self) -> None:
         """The connection is gone: stop everything this session started (replies abort their engine
         requests; transcriptions, partials and RTT probes end)."""
+        self._disarm_idle()
         await self.tasks.cancel_all()

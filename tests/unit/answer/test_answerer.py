@@ -109,3 +109,24 @@ async def test_a_client_s_own_instructions_turn_the_extractive_mode_generative()
     p = await answerer.plan("Capital of France?", retrieved(0.1), "Talk like a pirate.", [], TurnTimeline("u"),
                             custom_instructions=True)
     assert p.path == "declined"  # the gate still holds
+
+
+async def test_the_idle_nudge_is_the_fixed_text_when_extractive_and_the_models_otherwise():
+    from app.answer.answerer import IDLE, IDLE_HINT, IDLE_PROMPT
+    from app.answer.policy import IDLE_TEXT
+
+    llm = FakeLLM()
+    build = functools.partial(build_prompt, llm, PipelineTuning())
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello!"}]
+    for mode in ("extractive", "generative"):
+        tl = TurnTimeline("t")
+        a = Answerer(AnswerPolicy(mode=mode), build, functools.partial(generate, llm), None)
+        p = await a.plan_idle("Be brief.", history, tl)
+        assert p.path == IDLE and tl.answer["path"] == IDLE
+        if mode == "extractive":
+            assert p.text == IDLE_TEXT and tl.has("prompt_ready") and not llm.prompts
+        else:
+            assert not p.text and p.messages[-1]["content"] == f"{IDLE_PROMPT}\n{IDLE_HINT}"
+    custom = await Answerer(AnswerPolicy(mode="extractive"), build, functools.partial(generate, llm), None).plan_idle(
+        "Be brief.", [], TurnTimeline("t"), custom_instructions=True)
+    assert custom.messages and not custom.text  # the client's own instructions: the model checks in

@@ -330,3 +330,38 @@ async def test_each_response_begins_with_the_keys_rate_limits_when_the_gateway_g
     types = t.types()
     assert types.index("rate_limits.updated") == types.index("response.created") + 1
     assert t.sent[types.index("rate_limits.updated")]["rate_limits"][0]["remaining"] == 60
+
+
+def with_idle_timeout(session, ms):
+    from dataclasses import replace
+
+    td = replace(session.config.turn_detection, idle_timeout_ms=ms)  # the API's 5000 ms floor skipped: a test
+    session.config = replace(session.config, turn_detection=td, output_modalities=("text",))
+    session.detector.configure(td)
+
+
+async def test_a_long_silence_after_a_response_triggers_one_nudge_and_no_more():
+    llm = FakeLLM(words="Are you still there?".split())
+    session, t, _ = make_session(llm=llm)
+    with_idle_timeout(session, 50)
+    await send(session, user_text("How long does the filter last?"))
+    await send(session, {"type": "response.create"})
+    await wait_for(t, "response.done")
+    triggered = (await wait_for(t, "input_audio_buffer.timeout_triggered"))[0]
+    done = (await wait_for(t, "response.done", n=2))[1]
+    assert done["response"]["status"] == "completed"
+    assert "(The caller has said nothing for a while.)" in llm.prompts[-1][-1]["content"]
+    assert session.conversation.get(triggered["item_id"]) is not None  # the silent turn is in the history
+    await asyncio.sleep(0.2)
+    assert t.types().count("input_audio_buffer.timeout_triggered") == 1  # one nudge in a row at most
+
+
+async def test_speech_before_the_idle_timeout_disarms_it():
+    session, t, _ = make_session()
+    with_idle_timeout(session, 300)
+    await send(session, user_text("hello"))
+    await send(session, {"type": "response.create"})
+    await wait_for(t, "response.done")
+    await feed(session, speech(0.5))  # the caller speaks again (and is still speaking)
+    await asyncio.sleep(0.5)
+    assert "input_audio_buffer.timeout_triggered" not in t.types()
