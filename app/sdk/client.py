@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,9 @@ from app.sdk.tools import ToolRun, ToolSet
 RATE = 24_000
 
 
+#: Events ``wait_for`` passes over are kept for the next reads, at most this many (then the oldest go, counted
+#: in ``RealtimeClient.dropped_events``).
+MAX_BACKLOG = 10_000
 #: The longest a ``Retry-After`` is waited for before connecting again.
 MAX_RETRY_AFTER_S = 30.0
 
@@ -92,6 +96,9 @@ class RealtimeClient:
         self.session: dict[str, Any] = {}
         self._session_update: dict[str, Any] | None = None
         self._queue: asyncio.Queue[ServerEvent | None] = asyncio.Queue()
+        #: Events ``wait_for`` passed over, handed out again first, in order (nothing is thrown away).
+        self._backlog: deque[ServerEvent] = deque()
+        self.dropped_events = 0
         self._reader: asyncio.Task | None = None
         #: Input audio sent in this session (ms) and (end_ms, perf_counter_ns) of recent frames, so that the
         #: server's audio positions (``audio_end_ms``) can be mapped to client send times.
@@ -134,6 +141,7 @@ class RealtimeClient:
                 await asyncio.sleep(delay)
                 delay *= 2
         self._queue = asyncio.Queue()
+        self._backlog.clear()
         self.audio_sent_ms = 0.0
         self._sent_log = []
         self._reader = asyncio.ensure_future(self._read())
@@ -253,6 +261,9 @@ class RealtimeClient:
     # --- receiving ---------------------------------------------------------------------------------
 
     async def next_event(self, timeout: float | None = None) -> ServerEvent:
+        """The next event: first those ``wait_for`` passed over, in order, then what arrives."""
+        if self._backlog:
+            return self._backlog.popleft()
         ev = await asyncio.wait_for(self._queue.get(), timeout)
         if ev is None:
             self._queue.put_nowait(None)
@@ -267,12 +278,21 @@ class RealtimeClient:
                 return
 
     async def wait_for(self, *types: str, timeout: float = 30.0) -> ServerEvent:
-        """The first event of one of ``types`` (the events before it are passed over)."""
+        """The first event of one of ``types``. The events before it are not thrown away: ``next_event`` (and
+        so ``events`` and ``collect_turn``) hands them out first, in order."""
         deadline = time.monotonic() + timeout
-        while True:
-            ev = await self.next_event(timeout=max(0.0, deadline - time.monotonic()))
-            if ev.type in types:
-                return ev
+        passed: list[ServerEvent] = []
+        try:
+            while True:
+                ev = await self.next_event(timeout=max(0.0, deadline - time.monotonic()))
+                if ev.type in types:
+                    return ev
+                passed.append(ev)
+        finally:
+            self._backlog.extendleft(reversed(passed))
+            while len(self._backlog) > MAX_BACKLOG:
+                self._backlog.popleft()
+                self.dropped_events += 1
 
     async def answer_tool_calls(self, response_done: ServerEvent) -> list[ToolRun]:
         """Run the registered tools a ``response.done`` calls, send their outputs and ask for the answer

@@ -42,3 +42,19 @@ def test_events_are_typed_by_the_openai_packages_models_and_ours():
     assert type(typed).__name__ == "ResponseFunctionCallArgumentsDoneEvent" and typed.name == "lookup_order"
     lat = ServerEvent("sub250.turn.latency", {"type": "sub250.turn.latency", "turn_id": "t", "final": True})
     assert isinstance(lat.typed(), TurnLatency) and lat.typed().final
+
+
+async def test_wait_for_keeps_the_events_it_passes_over_for_the_next_reads():
+    async def handler(ws):
+        await ws.send(json.dumps({"type": "session.created", "event_id": "e0", "session": {}}))
+        for i, etype in enumerate(["response.created", "response.output_text.delta", "response.done", "error"]):
+            await ws.send(json.dumps({"type": etype, "event_id": f"e{i + 1}"}))
+        await ws.wait_closed()
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        async with RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k") as client:
+            assert (await client.wait_for("error", timeout=5)).data["event_id"] == "e4"
+            got = [(await client.next_event(timeout=5)).type for _ in range(3)]
+            assert got == ["response.created", "response.output_text.delta", "response.done"]
+            assert client.dropped_events == 0
