@@ -102,9 +102,7 @@ class Answerer:
                    history: list[dict[str, str]], timeline: TurnTimeline, *, custom_instructions: bool = False) -> Plan:
         """``custom_instructions``: the client set its own instructions (``session.update`` or
         ``response.create``): they are the model's to follow, so the extractive mode answers generatively."""
-        p = self.policy
-        if custom_instructions and p.mode == "extractive":
-            p = dataclasses.replace(p, mode="generative")
+        p = self._policy(custom_instructions)
         score = found.top_score
         plan = await self._choose(p, question, found, instructions, history, timeline, score)
         if plan.text:
@@ -115,13 +113,17 @@ class Answerer:
             timeline.answer["extract_score"] = round(plan.extract.score, 4)
         return plan
 
+    def _policy(self, custom_instructions: bool) -> AnswerPolicy:
+        """The profile's policy; with the client's own instructions (``session.update`` or ``response.create``)
+        they are the model's to follow, so the extractive mode answers generatively."""
+        p = self.policy
+        return dataclasses.replace(p, mode="generative") if custom_instructions and p.mode == "extractive" else p
+
     async def plan_idle(self, instructions: str, history: list[dict[str, str]], timeline: TurnTimeline, *,
                         custom_instructions: bool = False) -> Plan:
         """The nudge after the caller's long silence: the profile's fixed ``idle_text`` in the extractive mode,
         else the model asked to check in, given the conversation so far."""
-        mode = self.policy.mode
-        if custom_instructions and mode == "extractive":
-            mode = "generative"
+        mode = self._policy(custom_instructions).mode
         if mode == "extractive":
             plan = Plan(IDLE, None, text=self.policy.idle_text)
             timeline.mark("prompt_ready")
@@ -137,9 +139,7 @@ class Answerer:
         """The answer after the client ran tools: ``results`` are (call or None, output) pairs. The extractive
         mode says the outputs (no LLM: a small model loses the facts it is given); the others give them to the
         model as the context, in place of retrieved passages."""
-        mode = self.policy.mode
-        if custom_instructions and mode == "extractive":
-            mode = "generative"
+        mode = self._policy(custom_instructions).mode
         if mode == "extractive":
             plan = Plan(TOOL_RESULT, None, text=" ".join(speakable(out.output) for _, out in results))
             timeline.mark("prompt_ready")

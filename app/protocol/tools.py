@@ -8,6 +8,7 @@ object (checked as a schema by ``jsonschema``, so an argument can be validated a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -41,6 +42,12 @@ class FunctionTool:
     @property
     def parameters(self) -> dict[str, Any]:
         return json.loads(self.parameters_json)
+
+    @functools.cached_property
+    def validator(self) -> Any:
+        """A validator of arguments against ``parameters``, built once (the schema was checked when parsed)."""
+        schema = self.parameters
+        return jsonschema.validators.validator_for(schema)(schema)
 
     def to_wire(self) -> dict[str, Any]:
         return {"type": "function", "name": self.name, "description": self.description,

@@ -121,7 +121,6 @@ class RealtimeClient:
 
     async def connect(self) -> None:
         from websockets.asyncio.client import connect
-
         from websockets.exceptions import InvalidStatus
 
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

@@ -42,9 +42,6 @@ class FunctionCall:
     #: When the call was handed to the client (server clock, ns; 0: not sent by this server), so the tool's
     #: time is measured when its output comes.
     sent_ns: int = 0
-    #: The spoken turn that asked for it: its speech end (ns; 0: none), so the answer's voice_to_voice spans
-    #: the whole exchange (question, call, tool, answer).
-    speech_end_ns: int = 0
     role: str = "assistant"
 
     def to_wire(self) -> dict[str, Any]:

@@ -66,6 +66,11 @@ class ReplyOptions:
         return "audio" in self.modalities
 
     @property
+    def custom_instructions(self) -> bool:
+        """The client set instructions of its own (the answer then follows them with the model)."""
+        return self.instructions != DEFAULT_INSTRUCTIONS
+
+    @property
     def may_call_tools(self) -> bool:
         return bool(self.tools) and self.tool_choice.mode != "none"
 
@@ -216,7 +221,7 @@ class Reply:
     async def _answer(self, question: str) -> None:
         turn, tl, opts = self.turn, self.turn.timeline, self.options
         answerer = stages.answerer(self.stack, self.tuning)
-        custom = opts.instructions != DEFAULT_INSTRUCTIONS
+        custom = opts.custom_instructions
         results = self.conversation.tool_results(after=turn.item_id)
         if results:  # the client ran the tools this question needed: answer from their outputs
             self._after = results[-1][1].id
@@ -245,8 +250,7 @@ class Reply:
     async def _nudge(self) -> None:
         answerer = stages.answerer(self.stack, self.tuning)
         plan = await answerer.plan_idle(self.options.instructions, self.conversation.for_prompt(exclude=self.turn.item_id),
-                                        self.turn.timeline,
-                                        custom_instructions=self.options.instructions != DEFAULT_INSTRUCTIONS)
+                                        self.turn.timeline, custom_instructions=self.options.custom_instructions)
         await self._speak(answerer, plan)
 
     def playback_left_ms(self) -> float:
@@ -279,8 +283,7 @@ class Reply:
         """The reply is a ``function_call`` item: the client runs the tool, sends its output, asks again."""
         tl = self.turn.timeline
         tl.mark("first_token")  # the call is ready: the first thing of this response the client gets
-        self._call = fc = FunctionCall(self.item_id, new_id("call"), call.name, call.arguments, status="in_progress",
-                                       speech_end_ns=tl.marks.get("speech_end", 0))
+        self._call = fc = FunctionCall(self.item_id, new_id("call"), call.name, call.arguments, status="in_progress")
         self._item_added = True
         self._answering = True
         self.output.send(ev.output_item_added(self.id, fc.to_wire()))

@@ -28,7 +28,7 @@ from app.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, 
 from app.session.input_buffer import MAX_BUFFER_MS, InputBuffer
 from app.session.listening import Listening
 from app.session.output import ReplyOutput, Transport
-from app.session.reply import Reply, ReplyOptions
+from app.session.reply import Reply, ReplyOptions, ReplyState
 from app.session.speculation import Speculation
 from app.session.stats import SessionStats
 from app.session.tuning import PipelineTuning
@@ -355,7 +355,7 @@ class RealtimeSession:
         nudge in a row at most: after a nudge, the timer waits for the caller to speak again."""
         td = self.config.turn_detection
         if (td is None or td.idle_timeout_ms is None or self.config.transcription_only or reply.idle
-                or reply.state.value != "done" or reply is not self._reply):
+                or reply.state is not ReplyState.DONE or reply is not self._reply):
             return
         self._disarm_idle()
         self._idle_from_ms = self.input.ms(self.input.end)

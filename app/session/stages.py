@@ -25,10 +25,10 @@ from app.llm.base import LLMEngine, LLMRequest, TokenDelta
 from app.llm.prompt import build_messages
 from app.metrics.timeline import TurnTimeline, now_ns
 from app.protocol.events import new_id
+from app.protocol.tools import FunctionTool, ToolChoice
 from app.rag.base import BaseRetriever
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
-from app.protocol.tools import FunctionTool, ToolChoice
 from app.tools import ToolCall, ToolCaller
 from app.tts.base import TTSEngine
 from app.tts.chunker import SentenceChunker

@@ -134,9 +134,8 @@ class ToolCaller:
 
     @staticmethod
     def _valid(tool: FunctionTool, arguments: Any) -> Any:
-        try:
-            jsonschema.validate(arguments, tool.parameters)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(p) for p in exc.path) or "(top)"
-            raise ToolArgumentsError(tool.name, f"at {where}: {exc.message[:160]}") from None
+        error = jsonschema.exceptions.best_match(tool.validator.iter_errors(arguments))  # as jsonschema.validate
+        if error is not None:
+            where = "/".join(str(p) for p in error.path) or "(top)"
+            raise ToolArgumentsError(tool.name, f"at {where}: {error.message[:160]}")
         return arguments
