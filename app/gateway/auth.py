@@ -46,6 +46,10 @@ class Principal:
 MAX_SECRET_SESSIONS = 10_000
 
 
+class TooManySecrets(Exception):
+    """MAX_SECRET_SESSIONS unexpired secrets with a session exist already: no more until some expire."""
+
+
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
@@ -96,7 +100,8 @@ class ApiKeys:
         if session is not None:
             self._secret_sessions = {n: v for n, v in self._secret_sessions.items() if v[1] >= t}  # expired go
             if len(self._secret_sessions) >= MAX_SECRET_SESSIONS:
-                raise ValueError(f"too many unexpired client secrets with a session (at most {MAX_SECRET_SESSIONS})")
+                raise TooManySecrets(f"too many unexpired client secrets with a session (at most {MAX_SECRET_SESSIONS}); "
+                                     "try again when some have expired")
             nonce = secrets.token_urlsafe(12)
             self._secret_sessions[nonce] = (json.dumps(session, separators=(",", ":")), exp)
             claims["s"] = nonce

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from aiohttp import BodyPartReader, web
 
 from app.gateway import Admission, GatewayLimits, KeyLimiter, Principal, Refusal, select_subprotocol
-from app.gateway.auth import TOKEN_TTL_S
+from app.gateway.auth import TOKEN_TTL_S, TooManySecrets
 from app.protocol import ProtocolError, load_json, new_id
 from app.protocol.fields import MAX_NAME_CHARS
 from app.transport.websocket import REALTIME_PATH, WebSocketTransport, serve_realtime, websocket_response
@@ -267,6 +267,8 @@ async def _client_secrets(request: web.Request) -> web.Response:
                 return error_response(400, err.code, err.message)
     try:
         token, expires_at = request.app[BACKEND].admission.keys.mint(principal, ttl, session=session)
+    except TooManySecrets as exc:
+        return error_response(429, "too_many_client_secrets", str(exc), "rate_limit_error")
     except ValueError as exc:
         return error_response(400, "invalid_expires_after", str(exc))
     answer: dict[str, Any] = {"value": token, "expires_at": expires_at}

@@ -1,3 +1,4 @@
+import pytest
 from multidict import CIMultiDict
 
 from app.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter, extract_key, select_subprotocol
@@ -139,3 +140,17 @@ def test_rate_limits_say_the_burst_what_is_left_and_when_it_is_full_again():
     (requests,) = limiter.rate_limits("k")
     assert requests["remaining"] in (requests["limit"] - 5, requests["limit"] - 6)  # whole messages, refilling
     assert 0.45 < requests["reset_seconds"] <= 0.5  # 5 messages at 10 per second
+
+
+def test_secrets_with_a_session_are_bounded(monkeypatch):
+    from app.gateway import auth
+    from app.gateway.auth import ApiKeys, Principal, TooManySecrets
+
+    monkeypatch.setattr(auth, "MAX_SECRET_SESSIONS", 2)
+    keys = ApiKeys(["sk-x"])
+    for _ in range(2):
+        keys.mint(Principal("abc"), 60, now=1000.0, session={})
+    with pytest.raises(TooManySecrets, match="at most 2"):
+        keys.mint(Principal("abc"), 60, now=1000.0, session={})
+    keys.mint(Principal("abc"), 60, now=1000.0)  # a secret without a session is not held: always minted
+    keys.mint(Principal("abc"), 60, now=2000.0, session={})  # once the others expired

@@ -266,3 +266,15 @@ async def test_a_client_secret_minted_with_a_session_opens_sessions_configured_w
                             json.dumps({"session": {"type": "realtime", "max_output_tokens": -1}}).encode(), AUTH)
     assert head.startswith(b"HTTP/1.1 400") and body["error"]["code"] == "invalid_value"
     assert "max_output_tokens" in body["error"]["message"]
+
+
+async def test_too_many_secrets_with_a_session_is_a_429_not_a_bad_expiry(make_server, monkeypatch):
+    from app.gateway import auth
+
+    monkeypatch.setattr(auth, "MAX_SECRET_SESSIONS", 1)
+    srv = await make_server()
+    body = json.dumps({"session": {"type": "realtime"}}).encode()
+    head, _ = await post(srv.port, "/v1/realtime/client_secrets", body, AUTH)
+    assert head.startswith(b"HTTP/1.1 200")
+    head, answer = await post(srv.port, "/v1/realtime/client_secrets", body, AUTH)
+    assert head.startswith(b"HTTP/1.1 429") and answer["error"]["code"] == "too_many_client_secrets"
