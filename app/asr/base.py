@@ -19,6 +19,9 @@ class Transcript:
     audio_seconds: float
     compute_seconds: float
     language: str = "en"
+    #: The model's probability that the audio holds no speech (Whisper's ``no_speech_prob``; for several
+    #: segments, the lowest), when the engine reports one. A hallucination on noise has words *and* a high one.
+    no_speech_prob: float | None = None
 
 
 class ASREngine(ThreadedEngine, abc.ABC):

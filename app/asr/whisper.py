@@ -82,17 +82,20 @@ class WhisperASR(ASREngine):
         max_new_tokens = int(min(224, 16 + audio_seconds * 6))
         window = window or self.cfg.get("window", "30s")
         if window == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
-            text = self._transcribe_cut(audio, max_new_tokens)
+            text, no_speech = self._transcribe_cut(audio, max_new_tokens)
         else:
             segments, _info = (self.full_model or self.model).transcribe(
                 audio, language="en", beam_size=int(self.cfg.get("beam_size", 1)), vad_filter=False,
                 condition_on_previous_text=False, without_timestamps=True, max_new_tokens=max_new_tokens,
                 temperature=0.0, chunk_length=30,
             )
+            segments = list(segments)
             text = " ".join(s.text.strip() for s in segments).strip()
-        return Transcript(text=text, audio_seconds=audio_seconds, compute_seconds=time.perf_counter() - t0)
+            no_speech = min((s.no_speech_prob for s in segments), default=None)
+        return Transcript(text=text, audio_seconds=audio_seconds, compute_seconds=time.perf_counter() - t0,
+                          no_speech_prob=no_speech)
 
-    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int) -> str:
+    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int) -> tuple[str, float]:
         """One encoder pass over the utterance plus padding (not Whisper's fixed 30 s), then greedy decoding.
 
         faster-whisper always pads the features to 3000 frames (30 s), and the encoder's cost grows with its
@@ -115,6 +118,7 @@ class WhisperASR(ASREngine):
             encoder_output, [prompt], beam_size=int(self.cfg.get("beam_size", 1)),
             max_length=len(prompt) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],
             no_repeat_ngram_size=int(self.cfg.get("no_repeat_ngram_size", 3)),  # short windows loop otherwise
+            return_no_speech_prob=True,
         )[0]
         duration = audio.size / ASR_RATE
         parts: list[str] = []
@@ -133,7 +137,7 @@ class WhisperASR(ASREngine):
                 current.append(t)
         if current and (start is None or start < duration - 0.1):
             parts.append(tok.decode(current))
-        return " ".join(p.strip() for p in parts if p.strip())
+        return " ".join(p.strip() for p in parts if p.strip()), float(result.no_speech_prob)
 
     def describe(self) -> dict[str, Any]:
         import ctranslate2

@@ -23,6 +23,9 @@ TURNS = Counter("sub250_turns_total", "Turns by outcome and budget verdict", ["o
 OVER_BUDGET = Counter("sub250_turn_stage_over_budget_total", "Turns whose stage exceeded its ceiling", ["stage"])
 SPECULATIVE = Counter("sub250_speculative_replies_total",
                       "Replies prepared at the first pause: started, adopted at the commit, discarded", ["outcome"])
+INTERRUPTIONS = Counter("sub250_interruptions_total",
+                        "Speech over a live reply, by verdict: confirmed (words: the reply was cancelled) or "
+                        "false (no words: the reply resumed)", ["verdict"])
 QUERY_CACHE = Counter("sub250_query_cache_total",
                       "Retrievals on the critical path by query-cache result (exact, near, miss); "
                       "hit rate = (exact + near) / all", ["result"])

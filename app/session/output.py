@@ -4,7 +4,9 @@
 (PCM, never an encoding: the transport decides how audio travels), purge by tag (barge-in), and the round
 trip to the client. :class:`ReplyOutput` tags a reply's events and audio with its id, holds them while the
 reply is speculative (nothing reaches the client before the commit), releases them in order when it is
-adopted, and drops them once it is discarded.
+adopted, and drops them once it is discarded. A live reply can also be paused (a suspected interruption,
+``app/session/interruption.py``): what it produces is held, the transport stops playing its audio, and
+``resume`` lets both go on where they stopped.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ class Transport(Protocol):
     def purge(self, tag: str) -> int:
         """Drop queued, unsent events and audio carrying ``tag``; return how many."""
 
+    def pause_audio(self, response_id: str, paused: bool) -> None:
+        """Stop (``paused``) or resume playing the reply audio already queued for ``response_id``, keeping
+        it; a transport without a server-side playback buffer (WebSocket) has nothing to do."""
+
     def clear_audio(self, response_id: str | None) -> bool:
         """The client's ``output_audio_buffer.clear``: stop playing the reply audio queued for ``response_id``
         (all queued reply audio when None) and say ``output_audio_buffer.cleared``. False: this transport
@@ -47,10 +53,32 @@ class ReplyOutput:
         self._held: list[tuple[dict[str, Any] | bytes | memoryview, OnSent | None, bool]] | None = [] if held else None
         self._dropped = False
         self._stopped = False  # cancelled: only lifecycle events (keep=True) still go out
+        self._paused = False  # live, but held for now (a suspected interruption)
 
     @property
     def held(self) -> bool:
-        return self._held is not None
+        """Speculative: nothing of it has been released yet."""
+        return self._held is not None and not self._paused
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def pause(self) -> None:
+        """Hold what the live reply produces from now on, and stop playing what is queued (WebRTC)."""
+        if self._paused or self._held is not None or self._dropped:
+            return
+        self._paused = True
+        self._held = []
+        self.transport.pause_audio(self.response_id, True)
+
+    def resume(self) -> int:
+        """Play on: the queued audio first, then what was held while paused, in order. Returns the count."""
+        if not self._paused:
+            return 0
+        self._paused = False
+        self.transport.pause_audio(self.response_id, False)
+        return self.release()
 
     def send(self, event: dict[str, Any], on_sent: OnSent | None = None, *, keep: bool = False) -> None:
         """``keep``: a lifecycle event (``response.created``, the transcript, ``response.done``…) that a
@@ -88,17 +116,25 @@ class ReplyOutput:
         """The reply is cancelled: drop what is queued and not yet sent, and whatever its stages still produce
         while they wind down; lifecycle events (``keep``) still go out. Returns how many were dropped."""
         self._stopped = True
-        return self.purge()
+        dropped = self.purge()
+        if self._paused:  # what a barge-in keeps (lifecycle events) goes out now
+            self._paused = False
+            self.transport.pause_audio(self.response_id, False)
+            self.release()
+        return dropped
 
     def purge(self) -> int:
         """Drop what is queued and not yet sent (held, or in the transport); lifecycle events stay."""
+        dropped = 0
         if self._held is not None:
             kept = [entry for entry in self._held if entry[2]]
             dropped, self._held = len(self._held) - len(kept), kept
-            return dropped
-        return self.transport.purge(self.response_id)
+            if not self._paused:  # speculative: nothing of it reached the transport
+                return dropped
+        return dropped + self.transport.purge(self.response_id)
 
     def discard(self) -> None:
         """The reply is thrown away before it was ever released: nothing of it will reach the client."""
         self._dropped = True
+        self._paused = False
         self._held = []

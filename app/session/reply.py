@@ -152,6 +152,23 @@ class Reply:
         if self.task is not None:
             self.task.cancel()
 
+    def pause(self) -> None:
+        """A suspected interruption: nothing more leaves (and, on WebRTC, its queued audio stops playing)
+        until :meth:`resume` or :meth:`interrupted`; the stages go on meanwhile."""
+        if self.state is ReplyState.LIVE:
+            self.output.pause()
+
+    def resume(self) -> None:
+        """It was not an interruption: play on from where the pause stopped the reply."""
+        self.output.resume()
+
+    def interrupted(self) -> None:
+        """It was one: cancel the reply; if it finished while paused, drop what it has not sent yet."""
+        if self.state is ReplyState.LIVE:
+            self.cancel("turn_detected")
+        else:
+            self.output.stop()
+
     def discard(self) -> None:
         """The caller went on speaking: throw the held reply away; nothing of it was ever sent."""
         if self.state is not ReplyState.HELD:

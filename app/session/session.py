@@ -2,8 +2,8 @@
 
 It routes client events through an explicit handler table, feeds caller audio through the input buffer, Silero
 VAD and the endpointer, and wires the parts - listening (partials, retrieval ahead), speculation (the reply
-held at the first pause), the conversation, and each :class:`~app.session.reply.Reply` - to the stack's
-engines. It is the only place stages are wired; the parts never call back into it. Wire shapes come from
+held at the first pause), the interruption check (speech over a reply: words, or a cough?), the
+conversation, and each :class:`~app.session.reply.Reply` - to the stack's engines. It is the only place stages are wired; the parts never call back into it. Wire shapes come from
 :mod:`app.protocol.server_events`; CPU-heavy work runs on the engines' threads, never on the event loop.
 """
 
@@ -26,6 +26,7 @@ from app.protocol.session_config import SessionConfig
 from app.session import stages
 from app.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, FunctionOutput, Item
 from app.session.input_buffer import MAX_BUFFER_MS, InputBuffer
+from app.session.interruption import InterruptionCheck, Verdict
 from app.session.listening import Listening
 from app.session.output import ReplyOutput, Transport
 from app.session.reply import Reply, ReplyOptions, ReplyState
@@ -60,6 +61,12 @@ class RealtimeSession:
                                      pause_ms=self.tuning.speculate_after_ms or 64)
         self._turn: UserTurn | None = None
         self._reply: Reply | None = None
+        #: A suspected interruption of a live reply (paused meanwhile): its check, the reply, a check's task,
+        #: and the last speech window once the sound has stopped.
+        self._suspect: InterruptionCheck | None = None
+        self._suspected: Reply | None = None
+        self._suspect_task: asyncio.Task | None = None
+        self._suspect_stopped: int | None = None
         self._gateway_ms: float | None = None
         #: The idle timer (``turn_detection.idle_timeout_ms``), armed when a response's audio will have played.
         self._idle: asyncio.TimerHandle | None = None
@@ -130,6 +137,9 @@ class RealtimeSession:
         created with); ProtocolError on the first bad field, and then nothing changes."""
         self.config = self.config.updated(session, event_id)
         self.detector.configure(self.config.turn_detection)
+        td = self.config.turn_detection
+        if self._suspect is not None and (td is None or not td.interrupt_response):
+            self._dismiss_suspect()  # no server VAD, or no interruptions: the reply plays on
 
     async def _on_buffer_append(self, event: ClientEvent, received_ns: int) -> None:
         await self._ingest(event.audio, INPUT_RATE, received_ns)
@@ -155,7 +165,9 @@ class RealtimeSession:
                     self.speculation.speech_resumed()
                 case SpeechStopped(window=last):
                     self._on_speech_stopped(last)
-        if self._turn is None:  # idle: keep only what prefix padding may need
+        if self._suspect is not None:
+            self._check_suspect(paused=False)
+        elif self._turn is None:  # idle: keep only what prefix padding may need
             self.input.keep_last(int(self.config.turn_detection.prefix_padding_ms / WINDOW_MS) + 2)
         elif self.detector.speaking and self.config.transcription and self.tuning.partials \
                 and self.speculation.held is None:  # a held reply is transcribing already
@@ -169,21 +181,112 @@ class RealtimeSession:
     # --- turn detection ------------------------------------------------------------------------------
 
     def _on_speech_started(self, window: int) -> None:
+        if self._suspect is not None:  # the sound goes on after a stop: the same suspected interruption
+            self._suspect_stopped = None
+            return
         td = self.config.turn_detection
         first = max(self.input.start, window - int((td.prefix_padding_ms if td else 300) / WINDOW_MS))
         turn = UserTurn.new(new_id("item"), first_window=first, audio_start_ms=self.input.ms(first))
         turn.timeline.mark("speech_start", self.input.arrival(window))
         self._disarm_idle()
         self._turn = turn
-        self.listening.begin(turn, window)
-        self.transport.send(ev.speech_started(turn.item_id, self.input.ms(window)))
         reply = self.reply
-        if reply is not None and (td is None or td.interrupt_response):
-            reply.cancel("turn_detected")  # barge-in: the caller talks over the reply
+        interrupts = reply is not None and (td is None or td.interrupt_response)
+        if interrupts and reply.state is ReplyState.LIVE and self.tuning.interruption.enabled:
+            # words, or a cough? The reply pauses while the sound is checked; the client hears of it if it is words
+            self._suspect = InterruptionCheck(self.tuning.interruption, first_window=first, onset_window=window)
+            self._suspected = reply
+            reply.pause()
+            return
+        self._take_turn(turn, window, reply if interrupts else None)
+
+    def _take_turn(self, turn: UserTurn, onset_window: int, interrupted: Reply | None) -> None:
+        """The caller is speaking (a turn of their own): say so, stop the reply they talk over (barge-in)."""
+        self.listening.begin(turn, self.input.end)
+        self.transport.send(ev.speech_started(turn.item_id, self.input.ms(onset_window)))
+        if interrupted is not None:
+            interrupted.interrupted()
         turn.rtt = self.tasks.spawn(stages.measure_rtt(self.transport, turn.timeline))
+
+    # --- a suspected interruption (app/session/interruption.py) ----------------------------------------
+
+    def _check_suspect(self, *, paused: bool) -> None:
+        """More of the suspected interruption's sound (or its first pause): resume the reply after
+        ``resume_after_ms`` without words; start a check of the sound so far when one is due."""
+        check, reply = self._suspect, self._suspected
+        if check is None or reply is None:
+            return
+        end = self.input.end - 1
+        if check.timed_out(end):
+            reply.resume()
+        if self._suspect_task is None and check.due(end, paused=paused or self._suspect_stopped is not None):
+            check.started(end)
+            audio = self.input.audio(check.first_window, end)
+            self._suspect_task = self.tasks.spawn(self._run_check(check, audio, end))
+
+    async def _run_check(self, check: InterruptionCheck, audio: np.ndarray, end: int) -> None:
+        try:
+            transcript = await self.stack.asr.recognize(audio, window=self.tuning.partial_window)
+        except Exception:
+            # unsure: treat it as the caller's words (the barge-in of old), never as a cough
+            log.warning("session %s: checking an interruption failed", self.config.id, exc_info=True)
+            transcript = None
+        finally:
+            if self._suspect_task is asyncio.current_task():
+                self._suspect_task = None
+        if check is not self._suspect:
+            return
+        verdict = Verdict.CONFIRMED if transcript is None else check.result(transcript, end)
+        if verdict is Verdict.CONFIRMED:
+            self._confirm_suspect(check)
+        elif self._suspect_stopped is not None:
+            self._settle_stopped()
+        else:
+            self._check_suspect(paused=False)
+
+    def _confirm_suspect(self, check: InterruptionCheck) -> None:
+        reply, stopped = self._suspected, self._suspect_stopped
+        self._clear_suspect()
+        self.stats.interruption(confirmed=True)
+        if self._turn is None:
+            return
+        self._take_turn(self._turn, check.onset_window, reply)
+        if stopped is not None:  # the caller already stopped: the turn is over too
+            self._on_speech_stopped(stopped)
+
+    def _settle_stopped(self) -> None:
+        """The sound stopped: dismiss it once a check has covered all of it, else check the rest."""
+        check, last = self._suspect, self._suspect_stopped
+        if check is None or last is None:
+            return
+        done = check.ended(last)
+        if done is None:
+            self._check_suspect(paused=True)
+            return
+        self._dismiss_suspect()
+
+    def _dismiss_suspect(self) -> None:
+        """Not an interruption (a cough): the reply plays on; nothing of the sound reaches the conversation or
+        the client."""
+        reply = self._suspected
+        self._clear_suspect()
+        self._turn = None
+        self.stats.interruption(confirmed=False)
+        if reply is not None:
+            reply.resume()
+
+    def _clear_suspect(self) -> None:
+        self._suspect = self._suspected = None
+        self._suspect_stopped = None
+        if self._suspect_task is not None:
+            self._suspect_task.cancel()
+            self._suspect_task = None
 
     def _on_speech_paused(self, last_window: int) -> None:
         """The first silence after speech: prepare the reply now, hold it until the commit (or drop it)."""
+        if self._suspect is not None:
+            self._check_suspect(paused=True)
+            return
         td, turn = self.config.turn_detection, self._turn
         if turn is None or td is None or not td.create_response or self.reply is not None \
                 or self.config.transcription_only or not Speculation.enabled(self.config, self.tuning):
@@ -193,6 +296,11 @@ class RealtimeSession:
         self.stats.speculation_started()
 
     def _on_speech_stopped(self, last_window: int) -> None:
+        if self._suspect is not None:
+            self._suspect_stopped = last_window
+            if self._suspect_task is None:
+                self._settle_stopped()
+            return
         turn = self._turn
         if turn is None:
             return
@@ -207,6 +315,8 @@ class RealtimeSession:
     async def _on_buffer_commit(self, event: ClientEvent, received_ns: int) -> None:
         if self.input.empty:
             raise ProtocolError("input_audio_buffer_commit_empty", "the input audio buffer is empty")
+        if self._suspect is not None:  # the client commits the sound over the reply: it is the caller's turn
+            self._confirm_suspect(self._suspect)
         turn = self._turn or UserTurn.new(new_id("item"), first_window=self.input.start,
                                           audio_start_ms=self.input.ms(self.input.start))
         self.input.flush_pending(received_ns)
@@ -249,6 +359,8 @@ class RealtimeSession:
     async def _on_buffer_clear(self, event: ClientEvent, received_ns: int) -> None:
         self.input.clear(pending=True)
         self.detector.reset()
+        if self._suspect is not None:
+            self._dismiss_suspect()
         self._turn = None
         self.listening.end()
         self.transport.send(ev.buffer_cleared())

@@ -17,6 +17,9 @@ class SessionStats:
     speculative_started: int = 0
     speculative_adopted: int = 0
     speculative_discarded: int = 0
+    #: Speech over a live reply that had words (the reply was cancelled) / had none (the reply resumed).
+    interruptions: int = 0
+    false_interruptions: int = 0
 
     def speculation_started(self) -> None:
         self.speculative_started += 1
@@ -29,6 +32,13 @@ class SessionStats:
     def speculation_discarded(self) -> None:
         self.speculative_discarded += 1
         prometheus.SPECULATIVE.labels(outcome="discarded").inc()
+
+    def interruption(self, *, confirmed: bool) -> None:
+        if confirmed:
+            self.interruptions += 1
+        else:
+            self.false_interruptions += 1
+        prometheus.INTERRUPTIONS.labels(verdict="confirmed" if confirmed else "false").inc()
 
     def turn_reported(self, timeline: TurnTimeline) -> None:
         """A turn's final latency report went out."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from app.answer.policy import AnswerPolicy
 from app.profiles import Profile
+from app.session.interruption import InterruptionOptions
 from app.tools.policy import ToolPolicy
 
 
@@ -31,6 +32,8 @@ class PipelineTuning:
     answer: AnswerPolicy = field(default_factory=AnswerPolicy)
     #: How tool calls are decided (``[tools]``: app/tools/policy.py).
     tools: ToolPolicy = field(default_factory=ToolPolicy)
+    #: Speech over a live reply: checked for words before it cancels the reply (``[interruption]``).
+    interruption: InterruptionOptions = field(default_factory=InterruptionOptions)
 
     @classmethod
     def from_profile(cls, profile: Profile) -> "PipelineTuning":
@@ -46,4 +49,5 @@ class PipelineTuning:
             first_clause=bool(tts.get("first_clause", d.first_clause)),
             answer=AnswerPolicy.from_stage(profile.stage("answer")),
             tools=ToolPolicy.from_stage(profile.stage("tools")),
+            interruption=InterruptionOptions.from_stage(profile.stage("interruption")),
         )

@@ -91,6 +91,7 @@ class ReplyTrack(MediaStreamTrack):
         self._on_state = on_state  # (tag, "started" | "stopped")
         self._playing: str | None = None
         self._finished: set[str] = set()
+        self._paused: set[str] = set()  # responses whose queued audio waits (silence plays meanwhile)
         self._t0: float | None = None
         self._pts = 0
         self.frames_sent = 0
@@ -106,7 +107,15 @@ class ReplyTrack(MediaStreamTrack):
         if tag == self._playing or any(c[0] == tag for c in self._chunks):
             self._finished.add(tag)
 
+    def pause(self, tag: str, paused: bool) -> None:
+        """Stop playing ``tag``'s queued audio where it is (``paused``), or go on with it."""
+        if paused:
+            self._paused.add(tag)
+        else:
+            self._paused.discard(tag)
+
     def purge(self, tag: str) -> int:
+        self._paused.discard(tag)
         before = len(self._chunks)
         self._chunks = deque(c for c in self._chunks if c[0] != tag)
         if self._playing == tag:
@@ -135,7 +144,7 @@ class ReplyTrack(MediaStreamTrack):
         out = bytearray(need)  # silence unless a reply is queued
         filled = 0
         sent_ns = now_ns()
-        while filled < need and self._chunks:
+        while filled < need and self._chunks and self._chunks[0][0] not in self._paused:
             chunk = self._chunks[0]
             tag, view, on_sent = chunk
             if tag != self._playing:
@@ -212,6 +221,9 @@ class WebRTCCall:
         if dropped_audio:
             self.outbox.send(server_event("output_audio_buffer.cleared", response_id=tag))
         return self.outbox.purge(tag) + dropped_audio
+
+    def pause_audio(self, response_id: str, paused: bool) -> None:
+        self.track.pause(response_id, paused)
 
     def clear_audio(self, response_id: str | None) -> bool:
         tags = [response_id] if response_id else list(dict.fromkeys(c[0] for c in self.track.pending()))

@@ -98,6 +98,9 @@ class WebSocketTransport:
     def purge(self, tag: str) -> int:
         return self.outbox.purge(tag)
 
+    def pause_audio(self, response_id: str, paused: bool) -> None:
+        """Nothing to do: the client plays what it was sent (the paused reply sends nothing new meanwhile)."""
+
     def clear_audio(self, response_id: str | None) -> bool:
         return False  # the client plays (and clears) its own audio
 

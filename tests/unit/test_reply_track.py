@@ -45,3 +45,22 @@ async def test_purge_drops_only_the_cancelled_reply():
     track.stop()
     with pytest.raises(Exception):
         await track.recv()
+
+
+async def test_a_paused_reply_plays_silence_and_resumes_where_it_stopped():
+    track = ReplyTrack()
+    a = (np.arange(480 * 3) % 1000 + 1).astype("<i2").tobytes()  # 60 ms
+    track.push("r1", a)
+    first = (await track.recv()).to_ndarray().reshape(-1)
+    track.pause("r1", True)
+    paused = [(await track.recv()).to_ndarray().reshape(-1) for _ in range(2)]
+    assert all((p == 0).all() for p in paused) and track.queued_ms == pytest.approx(40)
+    track.pause("r1", False)
+    rest = np.concatenate([(await track.recv()).to_ndarray().reshape(-1) for _ in range(2)])
+    assert np.concatenate([first, rest]).tobytes() == a
+    track.pause("r1", True)
+    track.push("r1", a)
+    assert track.purge("r1") == 1
+    track.push("r1", a)  # a purge forgets the pause
+    assert ((await track.recv()).to_ndarray() != 0).any()
+    track.stop()

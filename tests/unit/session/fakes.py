@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from app.asr.base import ASREngine
+from app.asr.base import ASREngine, Transcript
 from app.errors import EngineError
 from app.llm.base import TokenDelta
 from app.metrics.timeline import now_ns
@@ -38,7 +38,7 @@ class FakeVADSession:
 
 class FakeASR(ASREngine):
     """Records the size of each audio it transcribes. ``texts``: the transcripts to give, one per call (the
-    last one repeats); ``gate``: a ``threading.Event`` each transcription waits for (``entered`` is set once
+    last one repeats; a ``Transcript`` is given as it is, an exception raised); ``gate``: a ``threading.Event`` each transcription waits for (``entered`` is set once
     one is running, ``windows`` records the ``window`` argument)."""
 
     def __init__(self, texts=None, gate=None):
@@ -59,7 +59,11 @@ class FakeASR(ASREngine):
         self.calls.append(audio.size)
         self.windows.append(window)
         text = self.texts[min(len(self.calls), len(self.texts)) - 1]
-        return SimpleNamespace(text=text, audio_seconds=audio.size / 16000, compute_seconds=0.001)
+        if isinstance(text, Exception):
+            raise text
+        if isinstance(text, Transcript):
+            return text
+        return Transcript(text=text, audio_seconds=audio.size / 16000, compute_seconds=0.001)
 
 
 @dataclass
@@ -175,6 +179,7 @@ class ToneTTS(TTSEngine):
 class FakeTransport:
     def __init__(self):
         self.sent = []
+        self.pauses = []  # (response_id, paused) of each pause_audio
 
     def send(self, event, *, tag=None, on_sent=None):
         self.sent.append(event)
@@ -190,6 +195,9 @@ class FakeTransport:
 
     def purge(self, tag):
         return 0
+
+    def pause_audio(self, response_id, paused):
+        self.pauses.append((response_id, paused))
 
     def clear_audio(self, response_id):
         return False
@@ -229,6 +237,9 @@ class RecordingTransport:
 
     def audio_done(self, response_id):
         self.calls.append(("audio_done", response_id))
+
+    def pause_audio(self, response_id, paused):
+        self.calls.append(("pause" if paused else "resume", response_id))
 
     def purge(self, tag):
         self.calls.append(("purge", tag))

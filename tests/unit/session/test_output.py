@@ -108,3 +108,39 @@ def test_discard_of_a_live_output_stops_it():
     out.send_audio(b"\x00\x00")
     out.audio_done()
     assert t.calls == [("event", ev("one"), "resp_1")]
+
+
+def test_paused_output_holds_and_resume_plays_on_in_order():
+    t = RecordingTransport()
+    out = ReplyOutput(t, "resp_1", "item_1")
+    out.send_audio(b"\x01\x00")
+    out.pause()
+    assert out.paused and not out.held, "paused is live, not speculative"
+    out.send(ev("delta"))
+    out.send_audio(b"\x02\x00")
+    out.send(ev("response.done"), keep=True)
+    assert t.calls == [("audio", b"\x01\x00", "resp_1", "item_1"), ("pause", "resp_1")]
+    assert out.resume() == 3
+    assert t.calls[2:] == [("resume", "resp_1"), ("event", ev("delta"), "resp_1"),
+                           ("audio", b"\x02\x00", "resp_1", "item_1"), ("event", ev("response.done"), None)]
+    assert out.resume() == 0, "once"
+
+
+def test_stopping_a_paused_output_drops_held_and_queued_audio_and_sends_the_lifecycle_events():
+    t = RecordingTransport(delayed=True)
+    out = ReplyOutput(t, "resp_1", "item_1")
+    out.send_audio(b"\x01\x00", on_sent=lambda ns: None)  # queued in the transport, not yet sent
+    out.pause()
+    out.send_audio(b"\x02\x00")
+    out.send(ev("response.done"), keep=True)
+    assert out.stop() == 2  # one held, one in the transport
+    assert ("purge", "resp_1") in t.calls and ("resume", "resp_1") in t.calls
+    assert t.calls[-1] == ("event", ev("response.done"), None)
+    assert not any(c[0] == "audio" and c[1] == b"\x02\x00" for c in t.calls)
+
+
+def test_a_speculative_output_is_not_paused():
+    t = RecordingTransport()
+    out = ReplyOutput(t, "resp_1", "item_1", held=True)
+    out.pause()
+    assert out.held and not out.paused and t.calls == []

@@ -1,0 +1,183 @@
+"""False interruptions: the sans-I/O check (what a transcript means, when to check), and the session's paths
+with fakes: a cough pauses and resumes the reply, unseen by the client; words cancel it as a barge-in."""
+
+import asyncio
+
+import pytest
+
+from app.asr.base import Transcript
+from app.audio.endpointing import WINDOW_MS
+from app.protocol import parse_client_event
+from app.session.interruption import InterruptionCheck, InterruptionOptions, Verdict, takes_the_turn, words
+from tests.unit.session.fakes import FakeLLM, feed, make_session, silence, speech, wait_for, wait_until
+
+
+def tr(text, no_speech=None):
+    return Transcript(text=text, audio_seconds=0.5, compute_seconds=0.01, no_speech_prob=no_speech)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Mm-hmm.", []), ("Uh-huh.", []), ("Yeah. Okay.", []), ("(coughs)", []), ("[MUSIC] ♪", []), ("", []),
+    ("Wait, stop.", ["wait", "stop"]), ("Stop!", ["stop"]), ("No.", ["no"]),
+    ("Okay, but I have another question.", ["but", "have", "another", "question"]),
+])
+def test_words_leave_out_fillers_backchannels_and_annotations(text, expected):
+    assert words(text) == expected
+
+
+def test_a_transcript_takes_the_turn_with_words_said_as_speech():
+    assert takes_the_turn(tr("Wait, stop.", 0.2), 0.6)
+    assert takes_the_turn(tr("Stop."), 0.6)  # an engine without a no-speech probability: the words decide
+    assert not takes_the_turn(tr("I'm not a fan of the game", 0.73), 0.6)  # Whisper's words on noise
+    assert not takes_the_turn(tr("Mm-hmm.", 0.1), 0.6)
+
+
+def test_the_check_is_due_after_check_after_ms_then_every_recheck_ms_and_at_a_pause():
+    opts = InterruptionOptions(check_after_ms=224, recheck_ms=192, resume_after_ms=1500)
+    c = InterruptionCheck(opts, first_window=0, onset_window=10)
+    first = 10 + round(224 / WINDOW_MS)
+    assert not c.due(first - 1) and c.due(first)
+    assert c.due(12, paused=True)  # a pause deserves a check at once
+    c.started(first)
+    assert not c.due(first + 1)
+    assert c.result(tr(""), first) is Verdict.CHECKING and c.checked_to == first
+    assert c.due(first + round(192 / WINDOW_MS))
+    assert not c.timed_out(10 + round(1500 / WINDOW_MS) - 1)
+    assert c.timed_out(10 + round(1500 / WINDOW_MS)) and c.verdict is Verdict.WATCHING
+    assert not c.timed_out(200)  # once
+    assert c.ended(first + 3) is None  # its end was not checked yet
+    assert c.ended(first) is True and c.verdict is Verdict.DISMISSED and not c.open
+
+
+def test_words_confirm_even_after_the_timeout():
+    c = InterruptionCheck(InterruptionOptions(resume_after_ms=64), first_window=0, onset_window=0)
+    assert c.timed_out(5)
+    assert c.result(tr("Actually, wait."), 6) is Verdict.CONFIRMED
+    assert c.ended(6) is False  # already decided
+
+
+def test_profile_section_overrides_defaults():
+    o = InterruptionOptions.from_stage({"enabled": False, "check_after_ms": 300, "max_no_speech_prob": 0.5})
+    assert (o.enabled, o.check_after_ms, o.recheck_ms, o.max_no_speech_prob) == (False, 300, 192, 0.5)
+
+
+# --- the session ---------------------------------------------------------------------------------------
+
+async def _reply_in_progress(texts_after):
+    """A session whose reply is speaking (the fake LLM says 120 words, 10 ms each); from then on the ASR
+    gives ``texts_after``."""
+    llm = FakeLLM(words=[f"word{i}" for i in range(120)], delay=0.01)
+    session, t, stack = make_session(llm=llm)
+    await feed(session, speech(0.8) + silence(0.8))
+    await wait_for(t, "response.output_audio_transcript.delta", 5)
+    stack.asr.calls.clear()
+    stack.asr.texts = list(texts_after)
+    return session, t, stack, llm
+
+
+async def test_a_cough_over_the_reply_pauses_it_then_the_reply_plays_on_unseen_by_the_client():
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.8)])
+    await feed(session, speech(0.3))  # the cough: the VAD calls it speech
+    assert session._suspect is not None, "the sound was heard as speech over the reply"
+    rid = session.reply.id
+    assert t.pauses == [(rid, True)]
+    await feed(session, silence(0.8))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed"
+    assert t.pauses == [(rid, True), (rid, False)]
+    assert stack.asr.calls, "the sound was checked for words"
+    types = t.types()
+    for kind in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
+                 "input_audio_buffer.committed"):
+        assert types.count(kind) == 1, kind  # the question's only: the cough never reached the client
+    assert session.stats.false_interruptions == 1 and session.stats.interruptions == 0
+    assert session.stats.cancelled == 0 and not llm.aborted
+    said = "".join(e["delta"] for e in t.sent if e["type"] == "response.output_audio_transcript.delta")
+    assert said.split() == [f"word{i}" for i in range(120)], "nothing was lost while paused"
+    assert [h.role for h in session.conversation] == ["user", "assistant"]
+    # the session goes on: the next question is a turn as any
+    stack.asr.texts = ["how often do I change the filter"]
+    await feed(session, speech(0.8) + silence(0.8))
+    assert (await wait_for(t, "response.done", 2))[-1]["response"]["status"] == "completed"
+
+
+async def test_words_over_the_reply_cancel_it_and_the_client_hears_of_the_speech_only_then():
+    session, t, stack, llm = await _reply_in_progress([tr("Wait, stop.", 0.1)])
+    onset_ms = session.input.ms(session.input.end)
+    before = t.types().count("input_audio_buffer.speech_started")
+    await feed(session, speech(0.1))
+    assert t.types().count("input_audio_buffer.speech_started") == before, "not before the words are heard"
+    await feed(session, speech(0.4))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "cancelled"
+    assert done["response"]["status_details"]["reason"] == "turn_detected"
+    started = t.of("input_audio_buffer.speech_started") if hasattr(t, "of") else \
+        [e for e in t.sent if e["type"] == "input_audio_buffer.speech_started"]
+    assert len(started) == 2 and abs(started[-1]["audio_start_ms"] - onset_ms) <= 2 * WINDOW_MS
+    types = t.types()
+    assert types.index("response.done") > len(types) - 1 - types[::-1].index("input_audio_buffer.speech_started")
+    assert llm.aborted and session.stats.interruptions == 1 and session.stats.false_interruptions == 0
+    await feed(session, silence(0.8))  # the interruption is a turn of its own
+    await wait_for(t, "response.done", 2)
+    assert [h.role for h in session.conversation][-2:] == ["user", "assistant"]
+    assert session.conversation.get(started[-1]["item_id"]).text == "Wait, stop."
+
+
+async def test_a_failing_check_counts_as_words_the_barge_in_of_old():
+    session, t, stack, llm = await _reply_in_progress([RuntimeError("whisper fell over")])
+    await feed(session, speech(0.5))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "cancelled" and llm.aborted
+
+
+async def test_with_the_check_disabled_any_speech_cancels_at_once():
+    from dataclasses import replace
+
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
+    session.tuning = replace(session.tuning, interruption=InterruptionOptions(enabled=False))
+    await feed(session, speech(0.1))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "cancelled" and t.pauses == [] and stack.asr.calls == []
+
+
+async def test_a_reply_that_finishes_while_paused_is_told_once_the_cough_is_dismissed():
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
+    await feed(session, speech(0.3))
+    reply = session._suspected
+    await wait_until(lambda: not reply.active, what="the reply to finish while paused")
+    assert "response.done" not in t.types(), "held while paused"
+    await feed(session, silence(0.8))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed" and session.stats.false_interruptions == 1
+
+
+async def test_a_long_wordless_sound_resumes_the_reply_before_it_ends():
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
+    rid = session.reply.id
+    from dataclasses import replace
+    session.tuning = replace(session.tuning, interruption=InterruptionOptions(resume_after_ms=300))
+    await feed(session, speech(0.8))  # still "speaking"
+    assert t.pauses == [(rid, True), (rid, False)] and session._suspect is not None
+    await feed(session, silence(0.8))
+    assert session._suspect is None and session.stats.false_interruptions == 1
+
+
+async def test_clearing_the_input_buffer_during_the_check_lets_the_reply_play_on():
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
+    await feed(session, speech(0.2))
+    assert session._suspect is not None
+    await session.handle(parse_client_event('{"type": "input_audio_buffer.clear"}'), 0)
+    assert session._suspect is None and t.pauses[-1][1] is False
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed"
+
+
+async def test_the_client_cancelling_during_the_check_still_ends_the_reply():
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
+    await feed(session, speech(0.2))
+    await session.handle(parse_client_event('{"type": "response.cancel"}'), 0)
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "cancelled"
+    await feed(session, silence(0.8))
+    await asyncio.sleep(0.05)
+    assert session._suspect is None and session.reply is None
