@@ -6,7 +6,8 @@ const $ = (id) => document.getElementById(id);
 // The budget's spans, in the order of docs/LATENCY.md.
 const SPANS = ["network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client"];
 
-const page = (window.sub250Page = { client: null, turns: [], clientTurns: [], events: 0, status: "idle" });
+const page = (window.sub250Page = { client: null, turns: [], clientTurns: [], truncated: [], events: 0,
+                                    status: "idle" });
 
 // --- API key: from the URL fragment the server printed (#key=...), kept for this tab only -------------
 (function readKey() {
@@ -125,6 +126,10 @@ function onEvent(ev) {
         assistantEl.querySelector(".who").textContent += ` (${ev.response.status})`;
       }
       setStatus(`listening (${page.client ? page.client.transport : "-"})`);
+      break;
+    case "conversation.item.truncated": // talked over: the server's history keeps what was heard
+      page.truncated.push(ev);
+      if (assistantEl) assistantEl.querySelector(".who").textContent += ` (heard ${(ev.audio_end_ms / 1000).toFixed(1)} s)`;
       break;
     case "sub250.sources":
       showSources(ev.sources);

@@ -42,6 +42,7 @@ export class Sub250Client extends EventTarget {
     this.connected = false;
     this._turn = null;
     this._timers = [];
+    this.truncations = []; // the conversation.item.truncate events sent when the caller talked over a reply
   }
 
   // --- public ----------------------------------------------------------------------------------------
@@ -186,7 +187,7 @@ export class Sub250Client extends EventTarget {
     this.stats.rttMs = best;
   }
 
-  _playDelta(b64) {
+  _playDelta(b64, itemId) {
     const pcm = new Int16Array(b64decode(b64));
     const buf = this.ctx.createBuffer(1, pcm.length, AUDIO_RATE);
     const ch = buf.getChannelData(0);
@@ -197,6 +198,8 @@ export class Sub250Client extends EventTarget {
     const at = Math.max(this.ctx.currentTime + 0.02, this._playHead);
     src.start(at);
     this._playHead = at + buf.duration;
+    if (!this._heard || this._heard.itemId !== itemId) this._heard = { itemId, spans: [] };
+    this._heard.spans.push([at, buf.duration]); // what of this reply item will have played, and when
     this._playing.push(src);
     src.onended = () => { this._playing = this._playing.filter((s) => s !== src); };
     this.stats.audioReceivedMs += (pcm.length / AUDIO_RATE) * 1000;
@@ -208,6 +211,26 @@ export class Sub250Client extends EventTarget {
     this._playHead = 0;
   }
 
+  // The caller talked over the reply (WebSocket: this page plays it): stop, and tell the server how much was
+  // heard, so that its history keeps just that (conversation.item.truncate, as in the OpenAI Realtime API).
+  // On WebRTC the server plays the audio itself and knows.
+  _interrupted() {
+    const heard = this._heard;
+    this._heard = null;
+    if (heard && this.ctx) {
+      const now = this.ctx.currentTime;
+      let played = 0, total = 0;
+      for (const [at, dur] of heard.spans) { total += dur; played += Math.min(dur, Math.max(0, now - at)); }
+      if (played < total) {
+        const truncate = { type: "conversation.item.truncate", item_id: heard.itemId, content_index: 0,
+                           audio_end_ms: Math.floor(played * 1000) };
+        this.truncations.push({ ...truncate, receivedMs: Math.round(total * 1000) });
+        this.send(truncate);
+      }
+    }
+    this._stopPlayback();
+  }
+
   // --- events ----------------------------------------------------------------------------------------
 
   _onServerEvent(raw) {
@@ -216,7 +239,7 @@ export class Sub250Client extends EventTarget {
     const now = performance.now();
     switch (event.type) {
       case "input_audio_buffer.speech_started":
-        this._stopPlayback(); // barge-in: the server cancels the reply; stop what is already scheduled here
+        this._interrupted(); // barge-in (the server says so only for words, not a cough): stop, say what was heard
         break;
       case "input_audio_buffer.speech_stopped":
         this._turn = { speechStoppedAt: now, firstTextAt: null, firstAudioAt: null };
@@ -229,7 +252,7 @@ export class Sub250Client extends EventTarget {
         }
         break;
       case "response.output_audio.delta":
-        if (this.ctx) this._playDelta(event.delta);
+        if (this.ctx) this._playDelta(event.delta, event.item_id);
         if (this._turn && this._turn.firstAudioAt === null) this._turn.firstAudioAt = now;
         break;
       case "output_audio_buffer.started":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.sdk.events import ServerEvent, Sources, TurnLatency
+from app.sdk.playback import Playback
 from app.sdk.tools import ToolRun, ToolSet
 
 RATE = 24_000
@@ -22,6 +23,12 @@ RATE = 24_000
 MAX_BACKLOG = 10_000
 #: The longest a ``Retry-After`` is waited for before connecting again.
 MAX_RETRY_AFTER_S = 30.0
+
+
+def _b64_ms(delta: str) -> float:
+    """Milliseconds of PCM16 mono audio at :data:`RATE` in a base64 string (without decoding it)."""
+    n = len(delta) * 3 // 4 - delta[-2:].count("=")
+    return n / 2 / RATE * 1000
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -88,7 +95,10 @@ class TurnResult:
 
 class RealtimeClient:
     def __init__(self, url: str = "ws://127.0.0.1:8250/v1/realtime", api_key: str | None = None, *,
-                 model: str | None = None, connect_retries: int = 3) -> None:
+                 model: str | None = None, connect_retries: int = 3, auto_truncate: bool = True) -> None:
+        """``auto_truncate``: when the caller talks over a reply (``speech_started``), tell the server how much
+        of it was played (``conversation.item.truncate``, from :attr:`playback`), so that its history holds what
+        the caller heard."""
         self.url = url if model is None else f"{url}{'&' if '?' in url else '?'}model={model}"
         self.api_key = api_key
         self.connect_retries = connect_retries
@@ -106,6 +116,11 @@ class RealtimeClient:
         self._sent_log: list[tuple[float, int]] = []
         #: Client tools (:meth:`tool`): sent with every ``update_session``, run when a response calls them.
         self.tools = ToolSet()
+        #: Where the reply audio's playback stands (a real-time player unless the app reports its own).
+        self.playback = Playback()
+        self.auto_truncate = auto_truncate
+        #: The ``conversation.item.truncate`` events this client sent by itself.
+        self.truncations: list[dict[str, Any]] = []
 
     def tool(self, fn: Any = None, **options: Any) -> Any:
         """Register a function the model may call (``@client.tool`` or ``@client.tool(timeout_s=3)``); see
@@ -171,11 +186,27 @@ class RealtimeClient:
             async for raw in self.ws:
                 now = time.perf_counter_ns()
                 data = json.loads(raw)
-                self._queue.put_nowait(ServerEvent(data.get("type", ""), data, now))
+                kind = data.get("type", "")
+                if kind == "response.output_audio.delta":
+                    self.playback.received(data.get("item_id", ""), _b64_ms(data.get("delta", "")), now)
+                elif kind == "input_audio_buffer.speech_started":
+                    await self._interrupted(now)
+                self._queue.put_nowait(ServerEvent(kind, data, now))
         except ConnectionClosed:
             pass
         finally:
             self._queue.put_nowait(None)
+
+    async def _interrupted(self, now_ns: int) -> None:
+        """The caller talks over the reply: playback stops; the server learns what was heard."""
+        cut = self.playback.interrupt(now_ns)
+        if cut is None or not self.auto_truncate:
+            return
+        item_id, played_ms = cut
+        event = {"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0,
+                 "audio_end_ms": played_ms}
+        self.truncations.append(event)
+        await self.send(event)
 
     # --- sending -----------------------------------------------------------------------------------
 

@@ -112,6 +112,8 @@ class Reply:
         self.text_sent = ""
         self.audio_queued_ms = 0.0
         self.audio_sent_ms = 0.0
+        #: Words of the reply whose audio has left (on a media track: was played), from the TTS chunks' words.
+        self.words_sent = 0.0
         self._text_queued = False
         self._item_added = False  # the reply's output item was announced (a reply to silence has none)
         self._speaker: stages.Speaker | None = None
@@ -333,7 +335,7 @@ class Reply:
 
         return sent
 
-    def _send_audio(self, pcm: memoryview) -> None:
+    def _send_audio(self, pcm: memoryview, words: float = 0.0) -> None:
         ms = len(pcm) / 2 / OUTPUT_RATE * 1000
         self.audio_queued_ms += ms
 
@@ -342,6 +344,7 @@ class Reply:
             first = not tl.has("first_audio_sent")
             tl.mark("first_audio_sent", ns)
             self.audio_sent_ms += ms
+            self.words_sent += words
             if self._item is not None:
                 self._item.audio_ms = self.audio_sent_ms
             if first and not self._report_final_if_ready():
@@ -410,8 +413,9 @@ class Reply:
 
     def _message_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
         """The spoken or written reply joins the conversation; returns (in history, its wire item)."""
-        # The conversation keeps what the caller actually got: everything on completion, what was sent otherwise.
-        kept = self.text if completed else self.text_sent
+        # The conversation keeps what the caller actually got: everything on completion; otherwise the words
+        # whose audio left (a media track: was played) or, for a written reply, the text sent.
+        kept = self.text if completed else self._heard()
         part = "output_audio" if self.options.audio else "output_text"
         item = Item(self.item_id, "assistant", part, kept, status="completed" if completed else "incomplete",
                     audio_ms=self.audio_sent_ms)
@@ -427,6 +431,11 @@ class Reply:
             self._say(ev.output_item_done(self.id, wire_item))
             self._say(ev.item_done(wire_item))
         return in_history, wire_item
+
+    def _heard(self) -> str:
+        if not self.options.audio:
+            return self.text_sent
+        return " ".join(self.text.split()[:round(self.words_sent)])
 
     def _call_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
         """A completed tool call joins the conversation (its output will name it); a cancelled one is dropped."""

@@ -172,9 +172,10 @@ class Speaker:
     """Text chunks in (first clause, then sentences), reply audio out at the wire's rate, in order.
 
     ``put`` never blocks the generation; a worker synthesizes on the TTS engine's threads and hands each
-    ``AUDIO_DELTA_MS`` piece to ``emit``. Marks ``first_audio`` when the first chunk is synthesized."""
+    ``AUDIO_DELTA_MS`` piece to ``emit(piece, words)``, ``words`` being its share of the chunk's words (so that
+    what was heard can be told in words). Marks ``first_audio`` when the first chunk is synthesized."""
 
-    def __init__(self, tts: TTSEngine, timeline: TurnTimeline, emit: Callable[[memoryview], None], *,
+    def __init__(self, tts: TTSEngine, timeline: TurnTimeline, emit: Callable[[memoryview, float], None], *,
                  first_clause: bool) -> None:
         self.tts, self.timeline, self.emit = tts, timeline, emit
         self.chunker = SentenceChunker(first_clause=first_clause)
@@ -223,7 +224,9 @@ class Speaker:
             if text is not None:
                 self.timeline.mark("first_audio", done_ns)
             view = memoryview(pcm)
+            share = len((text or "").split()) / len(view) if len(view) else 0.0  # words per byte of this chunk
             for i in range(0, len(view), step):
-                self.emit(view[i : i + step])
+                piece = view[i : i + step]
+                self.emit(piece, len(piece) * share)
             if text is None:
                 return

@@ -111,3 +111,46 @@ async def test_page_voice_turn(server, mic_wav, transport):
                 break
             await asyncio.sleep(0.1)
         assert server.calls == {}
+
+
+@pytest.fixture(scope="module")
+def barge_in_wav(speak, tmp_path_factory) -> Path:
+    """A question, then - while the reply plays - the caller talks over it."""
+    import soxr
+
+    def at48k(text):
+        data, rate = sf.read(speak(text), dtype="float32")
+        return soxr.resample(data, rate, 48000)
+
+    question = at48k("Can you tell me everything about how the warranty works and what it covers?")
+    interruption = at48k("Wait, stop. I have another question about my order.")
+    audio = np.concatenate([np.zeros(3 * 48000, np.float32), question, np.zeros(int(3.5 * 48000), np.float32),
+                            interruption, np.zeros(4 * 48000, np.float32)])
+    path = tmp_path_factory.mktemp("mic") / "barge-in-48k.wav"
+    sf.write(path, audio, 48000, subtype="PCM_16")
+    return path
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_page_says_how_much_of_the_reply_was_heard_when_talked_over(server, barge_in_wav):
+    """Over a WebSocket the page plays the reply; talked over, it stops and sends conversation.item.truncate
+    with what it had played, and the server cuts its history to that."""
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        browser = await _launch(pw, barge_in_wav)
+        try:
+            page = await browser.new_page()
+            await page.goto(f"{server.url}/?transport=websocket#key={TEST_KEY}")
+            await page.click("#start")
+            await page.wait_for_function("window.sub250Page.client && "
+                                         "window.sub250Page.client.truncations.length >= 1", timeout=120_000)
+            cut = await page.evaluate("window.sub250Page.client.truncations[0]")
+            assert cut["type"] == "conversation.item.truncate" and cut["content_index"] == 0
+            assert 0 < cut["audio_end_ms"] < cut["receivedMs"], cut
+            # the server cut the reply's item to what was heard (the page shows conversation.item.truncated)
+            await page.wait_for_function("window.sub250Page.truncated.length >= 1", timeout=10_000)
+            assert await page.evaluate("window.sub250Page.truncated[0].item_id") == cut["item_id"]
+            assert await page.locator("#error").is_hidden(), await page.locator("#error").text_content()
+        finally:
+            await browser.close()

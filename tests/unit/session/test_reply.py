@@ -187,6 +187,25 @@ async def test_cancel_keeps_in_the_conversation_only_the_text_that_left():
     assert done_events(t)[0]["response"]["status_details"]["reason"] == "client_cancelled"
 
 
+async def test_a_cancelled_spoken_reply_keeps_in_the_conversation_the_words_whose_audio_left():
+    """The text runs ahead of the audio: a media track plays (and reports) audio in real time, so what the
+    caller heard is the words of the audio that left, not the text that was sent."""
+    llm = FakeLLM(words=[f"word{i}." for i in range(60)], delay=0.03, abort_on_close=False)  # one sentence a chunk
+    t, tts = RecordingTransport(delayed=True), ToneTTS(sample_rate=24000, seconds=0.2)  # a chunk: 2 pieces
+    r = build(llm=llm, transport=t, modalities=AUDIO, tts=tts)
+    await wait_until(lambda: sum(1 for p in t.pending if p[0] == "audio") >= 6, what="audio queued")
+    audio = [p for p in t.pending if p[0] == "audio"]
+    for p in audio[:4]:  # the first two chunks are played; the rest is not
+        t.pending.remove(p)
+        p[2](now_ns())
+    t.deliver("event")  # all the text left
+    r.reply.cancel("turn_detected")
+    await ended(r.reply)
+    item = r.conversation.get("item_reply")
+    assert item.text == " ".join(tts.texts[:2]) and item.status == "incomplete"
+    assert len(r.reply.text_sent.split()) > 2
+
+
 async def test_cancel_right_after_start_before_the_task_ran_still_ends_the_reply():
     """The wedged-session regression: a reply cancelled before its task ever ran must still say
     response.done and free the session's response slot."""
@@ -314,8 +333,8 @@ async def test_a_tts_exception_fails_the_spoken_reply_cleanly_and_the_next_turn_
     assert_failed_cleanly(r)
     assert not [c for c in r.t.calls if c[0] == "audio"], "the failed synthesis gave no audio"
     assert r.t.calls.count(("audio_done", "resp_1")) == 1, "the client is told the audio ended"
-    item = r.conversation.get("item_reply")
-    assert item.status == "incomplete"
+    # the caller heard none of it: the history has no word of it either (its text went out, its audio never did)
+    assert r.conversation.get("item_reply") is None
     again = build(modalities=AUDIO, tts=tts, llm=llm)
     await ended(again.reply)
     assert again.reply.state is ReplyState.DONE and again.t.of("error") == []

@@ -43,7 +43,7 @@ async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():
     llm = FakeLLM(words=[f"word{i}" for i in range(200)], delay=0.01)
     session, t, stack = make_session(llm=llm)
     await feed(session, speech(0.8) + silence(0.8))
-    await wait_for(t, "response.output_audio_transcript.delta", 5)
+    await wait_for(t, "response.output_audio.delta", 2)
     await feed(session, speech(0.3))  # the caller talks over the reply
     done = (await wait_for(t, "response.done"))[0]
     assert done["response"]["status"] == "cancelled"
@@ -51,7 +51,9 @@ async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():
     assert llm.aborted, "the engine request must be aborted"
     sent = "".join(e["delta"] for e in t.sent if e["type"] == "response.output_audio_transcript.delta")
     assistant = [h for h in session.conversation if h.role == "assistant"][0]
-    assert assistant.text == sent and len(sent.split()) < 200
+    # the history keeps the words whose audio went out (the text runs ahead of the audio)
+    heard = session._reply.words_sent
+    assert assistant.text.split() == sent.split()[:round(heard)] and 0 < len(assistant.text.split()) < 200
     assert session.stats.cancelled == 1
 
 

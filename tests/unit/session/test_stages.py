@@ -165,10 +165,13 @@ async def test_speaker_emits_100ms_pieces_at_24khz_in_order_and_marks_first_audi
     tts, tl, pieces = ToneTTS(sample_rate=OUTPUT_RATE, seconds=0.25), TurnTimeline("t"), []
     emitted_ns = []
 
-    def emit(view):
+    shares = []
+
+    def emit(view, words):
         assert isinstance(view, memoryview)
         emitted_ns.append(now_ns())
         pieces.append(bytes(view))
+        shares.append(words)
 
     speaker = Speaker(tts, tl, emit, first_clause=True)
     for word in "Hello there, this is the first part. And here is a second sentence. Then".split():
@@ -180,11 +183,13 @@ async def test_speaker_emits_100ms_pieces_at_24khz_in_order_and_marks_first_audi
     assert levels(pieces) == [999] * 3 + [1999] * 3 + [2999] * 3 + [3999] * 3
     assert all(len(set(np.frombuffer(p, dtype="<i2"))) == 1 for p in pieces)
     assert tl.has("first_audio") and tl.marks["first_audio"] <= emitted_ns[0]
+    # each piece carries its share of its chunk's words: 2 words over 100 + 100 + 50 ms, then 5, 6, 1
+    assert shares[:3] == pytest.approx([0.8, 0.8, 0.4]) and sum(shares) == pytest.approx(14)
 
 
 async def test_speaker_without_first_clause_starts_with_a_sentence():
     tts = ToneTTS(sample_rate=OUTPUT_RATE, seconds=0.1)
-    speaker = Speaker(tts, TurnTimeline("t"), lambda view: None, first_clause=False)
+    speaker = Speaker(tts, TurnTimeline("t"), lambda view, words: None, first_clause=False)
     speaker.put("Hello there, this is the first part. And more")
     await speaker.finish()
     assert tts.texts == ["Hello there, this is the first part.", "And more"]
@@ -192,7 +197,7 @@ async def test_speaker_without_first_clause_starts_with_a_sentence():
 
 async def test_speaker_resamples_to_the_wire_rate():
     tts, pieces = ToneTTS(sample_rate=22050, seconds=1.0), []
-    speaker = Speaker(tts, TurnTimeline("t"), lambda view: pieces.append(bytes(view)), first_clause=False)
+    speaker = Speaker(tts, TurnTimeline("t"), lambda view, words: pieces.append(bytes(view)), first_clause=False)
     speaker.put("One whole sentence here. ")
     await speaker.finish()
     total = sum(len(p) for p in pieces) // 2
@@ -202,7 +207,7 @@ async def test_speaker_resamples_to_the_wire_rate():
 
 async def test_speaker_finish_speaks_all_of_the_audio():
     tts, pieces = ToneTTS(sample_rate=22050, seconds=0.2), []
-    speaker = Speaker(tts, TurnTimeline("t"), lambda view: pieces.append(bytes(view)), first_clause=False)
+    speaker = Speaker(tts, TurnTimeline("t"), lambda view, words: pieces.append(bytes(view)), first_clause=False)
     speaker.put("One whole sentence here. And a second one there. ")
     await speaker.finish()
     total = sum(len(p) for p in pieces) // 2
@@ -212,7 +217,7 @@ async def test_speaker_finish_speaks_all_of_the_audio():
 async def test_speaker_stop_emits_nothing_more():
     gate = threading.Event()
     tts, pieces = ToneTTS(sample_rate=OUTPUT_RATE, gate=gate), []
-    speaker = Speaker(tts, TurnTimeline("t"), lambda view: pieces.append(bytes(view)), first_clause=False)
+    speaker = Speaker(tts, TurnTimeline("t"), lambda view, words: pieces.append(bytes(view)), first_clause=False)
     speaker.put("One whole sentence here. ")
     await asyncio.to_thread(tts.entered.wait, 5)
     speaker.stop()
@@ -227,7 +232,7 @@ async def test_a_failed_synthesis_stops_the_generation_at_the_next_text():
         def synthesize(self, text):
             raise RuntimeError("piper broke")
 
-    speaker = Speaker(BrokenTTS(), TurnTimeline("t"), lambda pcm: None, first_clause=True)
+    speaker = Speaker(BrokenTTS(), TurnTimeline("t"), lambda pcm, words: None, first_clause=True)
     speaker.put("Replace the filter every nine months, ")
     for _ in range(200):
         if speaker.done:
