@@ -61,6 +61,9 @@ def cmd_models_list(args: argparse.Namespace) -> int:
             if stage == "answer":
                 print(f"    {stage:<9} {cfg.get('mode', 'generative')}")
                 continue
+            if stage == "interruption":
+                print(f"    {stage:<9} {'checked for words' if cfg.get('enabled', True) else 'any speech cancels'}")
+                continue
             print(f"    {stage:<9} {cfg.get('backend', '') + ' ' if stage == 'llm' else ''}{cfg.get('source', cfg.get('base_url', ''))}")
     return 0
 

@@ -24,7 +24,7 @@ from app.errors import ConfigError
 #: The folder holding the shipped profiles (``models/`` at the repository root).
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "models"
 
-STAGES = ("vad", "asr", "embedder", "llm", "tts", "turn", "answer", "tools")
+STAGES = ("vad", "asr", "embedder", "llm", "tts", "turn", "answer", "tools", "interruption")
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ class SessionConfig:
     #: sub250 extension (``session.sub250.speculative_turns``): prepare the reply at the first pause, before
     #: the turn is committed. None: the profile's choice (``[vad] speculate_after_ms``).
     speculative_turns: bool | None = None
+    #: sub250 extension (``session.sub250.interruption_check``): check speech over a live reply for words before
+    #: it cancels the reply (app/session/interruption.py). None: the profile's choice (``[interruption] enabled``).
+    interruption_check: bool | None = None
     #: Function tools the model may call, and how (``tool_choice``).
     tools: tuple[t.FunctionTool, ...] = ()
     tool_choice: t.ToolChoice = t.AUTO
@@ -110,9 +113,9 @@ class SessionConfig:
         ext = session.get("sub250")
         if ext is not None:
             f.obj(ext, "session.sub250", event_id)
-            if ext.get("speculative_turns") is not None:
-                changes["speculative_turns"] = f.boolean(ext["speculative_turns"], "session.sub250.speculative_turns",
-                                                         event_id)
+            for name in ("speculative_turns", "interruption_check"):
+                if ext.get(name) is not None:
+                    changes[name] = f.boolean(ext[name], f"session.sub250.{name}", event_id)
         audio = session.get("audio")
         if audio is not None:
             f.obj(audio, "session.audio", event_id)

@@ -192,7 +192,9 @@ class RealtimeSession:
         self._turn = turn
         reply = self.reply
         interrupts = reply is not None and (td is None or td.interrupt_response)
-        if interrupts and reply.state is ReplyState.LIVE and self.tuning.interruption.enabled:
+        check = self.config.interruption_check
+        if interrupts and reply.state is ReplyState.LIVE and \
+                (self.tuning.interruption.enabled if check is None else check):
             # words, or a cough? The reply pauses while the sound is checked; the client hears of it if it is words
             self._suspect = InterruptionCheck(self.tuning.interruption, first_window=first, onset_window=window)
             self._suspected = reply
@@ -237,6 +239,10 @@ class RealtimeSession:
         if check is not self._suspect:
             return
         verdict = Verdict.CONFIRMED if transcript is None else check.result(transcript, end)
+        if transcript is not None:
+            log.info("session %s: sound over the reply, %d ms: %r (no-speech %.2f) -> %s", self.config.id,
+                     (end - check.onset_window + 1) * WINDOW_MS, transcript.text,
+                     -1.0 if transcript.no_speech_prob is None else transcript.no_speech_prob, verdict.value)
         if verdict is Verdict.CONFIRMED:
             self._confirm_suspect(check)
         elif self._suspect_stopped is not None:

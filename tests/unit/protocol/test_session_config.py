@@ -58,6 +58,7 @@ def test_audio_parts_must_be_objects(part, value):
     ({"max_output_tokens": 5.0}, "session.max_output_tokens"),
     ({"sub250": True}, "session.sub250"),
     ({"sub250": {"speculative_turns": "yes"}}, "session.sub250.speculative_turns"),
+    ({"sub250": {"interruption_check": 1}}, "session.sub250.interruption_check"),
     ({"tools": {"type": "function"}}, "session.tools"),
     ({"tools": ["f"]}, "session.tools[0]"),
     ({"tool_choice": 1}, "session.tool_choice"),
@@ -88,7 +89,7 @@ def test_valid_updates_keep_their_meaning():
         "type": "realtime", "model": "gpt-realtime", "instructions": "Be brief.", "output_modalities": ["text"],
         "max_output_tokens": 300, "tools": [{"type": "function", "name": "f"}], "tool_choice": "auto",
         "include": ["item.input_audio_transcription.logprobs"], "tracing": "auto", "truncation": "auto",
-        "sub250": {"speculative_turns": True},
+        "sub250": {"speculative_turns": True, "interruption_check": False},
         "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}, "noise_reduction": None,
                             "transcription": {"model": "whisper-1", "language": "en"},
                             "turn_detection": {"type": "server_vad", "threshold": 0.6, "silence_duration_ms": 300,
@@ -98,7 +99,7 @@ def test_valid_updates_keep_their_meaning():
     })
     assert new == SessionConfig(
         id="s", instructions="Be brief.", output_modalities=("text",), max_output_tokens=300, voice="marin",
-        speculative_turns=True, transcription=True, tools=(FunctionTool("f"),),
+        speculative_turns=True, interruption_check=False, transcription=True, tools=(FunctionTool("f"),),
         turn_detection=TurnDetection(threshold=0.6, silence_duration_ms=300, prefix_padding_ms=200,
                                      create_response=False, interrupt_response=False))
     assert cfg.updated({}) == cfg

@@ -140,6 +140,15 @@ async def test_with_the_check_disabled_any_speech_cancels_at_once():
     assert done["response"]["status"] == "cancelled" and t.pauses == [] and stack.asr.calls == []
 
 
+async def test_the_session_can_turn_the_check_off_for_itself():
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
+    await session.handle(parse_client_event(
+        '{"type": "session.update", "session": {"sub250": {"interruption_check": false}}}'), 0)
+    await feed(session, speech(0.1))
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "cancelled" and t.pauses == []
+
+
 async def test_a_reply_that_finishes_while_paused_is_told_once_the_cough_is_dismissed():
     session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
     await feed(session, speech(0.3))
