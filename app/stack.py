@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ALL = ("db", "vad", "asr", "embedder", "llm", "tts")
+ALL = ("db", "vad", "asr", "embedder", "llm", "tts", "turn")
 
 
 @dataclass
@@ -49,6 +49,8 @@ class Stack:
     retriever: BaseRetriever | None = None
     llm: LLMEngine | None = None
     tts: TTSEngine | None = None
+    #: The semantic end-of-turn model (smart-turn; ``[turn]`` in the profile), for ``semantic_vad`` sessions.
+    end_of_turn: Any = None
     #: The extractive answer path's sentence picker (its sentence embeddings are shared by every session).
     picker: SentencePicker | None = None
     #: The embedding tool selector (tool description vectors, shared by every session).
@@ -64,7 +66,7 @@ class Stack:
         return str(self.profile.stage("embedder").get("source", "embedder"))
 
     async def start(self, stages: tuple[str, ...] = ALL, progress: Callable[[str], None] | None = None) -> None:
-        model_stages = tuple(s for s in stages if s != "db")
+        model_stages = tuple(s for s in stages if s != "db" and (s != "turn" or self.profile.stage("turn")))
         if "db" in stages and "embedder" not in model_stages:
             model_stages += ("embedder",)  # the store is useless without its query embedder
         t0 = time.perf_counter()
@@ -102,6 +104,14 @@ class Stack:
 
         self.asr = WhisperASR(self.models["asr"]["model"], self.profile.stage("asr"))
         await asyncio.to_thread(self.asr.load)
+
+    async def _start_turn(self) -> None:
+        if not self.profile.stage("turn"):
+            return  # a profile without [turn]: semantic_vad is refused (session.update says why)
+        from app.audio.smart_turn import SmartTurn
+
+        self.end_of_turn = SmartTurn(self.models["turn"]["model"], self.profile.stage("turn"))
+        await asyncio.to_thread(self.end_of_turn.load)
 
     async def _start_embedder(self) -> None:
         from app.rag.embedder import Embedder
@@ -161,7 +171,7 @@ class Stack:
 
     async def close(self) -> None:
         errors: list[str] = []
-        for engine in (self.asr, self.tts, self.embedder):
+        for engine in (self.asr, self.tts, self.embedder, self.end_of_turn):
             if engine is not None:
                 engine.close_threads()
         if self.llm is not None:

@@ -49,6 +49,7 @@ from app.bench.endpointing import (  # noqa: E402
     summarize, window_end_ms,
 )
 from app.config import Settings  # noqa: E402
+from app.session.turn_detection import EAGERNESS  # noqa: E402
 from app.modelstore import prepare  # noqa: E402
 from app.profiles import load_profile  # noqa: E402
 
@@ -176,6 +177,9 @@ def main(args: argparse.Namespace) -> int:
     strategies += [SmartTurnRule(s, t, int(c * 1000)) for s in args.pauses for c in args.caps for t in args.thresholds]
     strategies += [SmartTurnRule(s, t, 1500, once=True) for s in args.pauses for t in args.thresholds]
     strategies += [SmartTurnRule(s, t, 1500, trim=True) for s in args.pauses for t in args.thresholds]
+    # semantic_vad as the session runs it (app/session/turn_detection.py): asked once a pause, then the cap
+    shipped = {e: SmartTurnRule(t.ask_after_ms, t.threshold, t.cap_ms, once=True) for e, t in EAGERNESS.items()}
+    strategies += [s for s in dict.fromkeys(shipped.values()) if s not in strategies]
     if not args.no_cue:
         strategies += [SilenceCue(300, 1500)]
         strategies += [SmartTurnRule(s, t, 1500, cue=True) for s in args.pauses for t in args.thresholds]
@@ -246,11 +250,17 @@ def main(args: argparse.Namespace) -> int:
     head = f"{'strategy':<44}{'speech':<11}{'mean ms':>8}{'p95 ms':>8}{'cut@pause':>10}{'early':>7}{'missed':>7}  target"
     print(head)
     print("-" * len(head))
+    fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     for r in rows:
-        fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
         print(f"{r['strategy']:<44}{r['group']:<11}{fmt(r['mean_delay_ms'], '8.0f'):>8}{fmt(r['p95_delay_ms'], '8.0f'):>8}"
               f"{fmt(r['cut_pause_rate'], '.1%'):>10}{fmt(r['early_rate'], '.1%'):>7}{r['missed']:>7}  "
               f"{'yes' if r['meets_target'] else ''}")
+
+    print("\nsemantic_vad as shipped (app/session/turn_detection.py EAGERNESS):")
+    for eagerness, rule in shipped.items():
+        for r in (r for r in rows if r["strategy"] == rule.name):
+            print(f"  eagerness={eagerness:<7}{r['group']:<11}mean {fmt(r['mean_delay_ms'], '.0f')} ms, "
+                  f"p95 {fmt(r['p95_delay_ms'], '.0f')} ms, cut@pause {fmt(r['cut_pause_rate'], '.1%')}")
 
     out_json, out_png = Path(args.out + ".json"), Path(args.out + ".png")
     out_json.parent.mkdir(parents=True, exist_ok=True)
@@ -263,6 +273,7 @@ def main(args: argparse.Namespace) -> int:
         "cue_asr": ({"calls": len(asr_log), "p50_ms": float(np.percentile(asr_log, 50)),
                      "p95_ms": float(np.percentile(asr_log, 95))} if asr_log else None),
         "rows": rows, "streams": streams,
+        "semantic_vad": {e: rule.name for e, rule in shipped.items()},
     }
     out_json.write_text(json.dumps(result, indent=1) + "\n")
     plot(rows, out_png)

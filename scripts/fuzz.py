@@ -196,7 +196,7 @@ WRONG_TYPES: list[tuple[str, tuple[str | int, ...], list[Any], tuple[str, ...]]]
     ("session.update", S + ("audio", "output", "format"),
      ["pcm16", 7, {"type": "audio/pcma"}, {"type": "audio/pcm", "rate": 48000}], FMT),
     ("session.update", S + ("audio", "input", "noise_reduction"), [5, "x", [], True], IV),
-    ("session.update", TD, [5, "x", [], True, {"type": "semantic_vad"}], IV),
+    ("session.update", TD, [5, "x", [], True, {"type": "semantic_vad", "eagerness": "x"}], IV),
     ("session.update", TD + ("threshold",), ["0.5", 0, 1, 2, -0.1, True, []], IV),
     ("session.update", TD + ("silence_duration_ms",), ["500", 50, 6000, 1.5, True], IV),
     ("session.update", TD + ("prefix_padding_ms",), [-1, 2001, "x", 1.5], IV),

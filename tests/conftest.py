@@ -44,7 +44,7 @@ async def stack(settings: Settings):
     from app.rag.kb import SAMPLE_KB
 
     st = Stack.from_settings(settings)
-    await st.start(("db", "vad", "asr", "embedder", "tts"))
+    await st.start(("db", "vad", "asr", "embedder", "tts", "turn"))
     await ingest_folder(SAMPLE_KB, st.store, st.embedder, model_id=st.embedding_model_id)
     yield st
     await st.close()

@@ -51,6 +51,20 @@ class Endpointer:
         self._silence = 0
         self.last_speech_window = -1
 
+    @property
+    def silence_run(self) -> int:
+        """Windows of silence since the last speech window (0 while not speaking or while speech goes on)."""
+        return self._silence if self.speaking else 0
+
+    def end(self) -> SpeechStopped | None:
+        """End the speech now (an end-of-turn model said the turn is complete): the ``SpeechStopped`` that
+        ``silence_ms`` would have given later; None when not speaking."""
+        if not self.speaking:
+            return None
+        self.speaking = False
+        self._run = 0
+        return SpeechStopped(self.last_speech_window)
+
     def push(self, prob: float, index: int) -> SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | None:
         """Feed the probability of window ``index`` (windows must come in order)."""
         self.index = index

@@ -19,8 +19,13 @@ DEFAULT_INSTRUCTIONS = (
 
 @dataclass(frozen=True)
 class TurnDetection:
-    """Server VAD endpointing (``turn_detection``; ``None`` means the client commits)."""
+    """Server turn detection (``turn_detection``; ``None`` means the client commits): ``server_vad`` ends the
+    turn after ``silence_duration_ms`` of silence; ``semantic_vad`` asks the end-of-turn model at each pause
+    and waits as long as ``eagerness`` says (``app/session/turn_detection.py``)."""
 
+    type: str = "server_vad"
+    #: ``semantic_vad`` only: ``low`` (let the caller finish), ``medium``, ``high`` (answer soon), ``auto``.
+    eagerness: str = "auto"
     threshold: float = 0.5
     #: Silence after speech that ends the turn.
     silence_duration_ms: int = 500
@@ -33,6 +38,9 @@ class TurnDetection:
     idle_timeout_ms: int | None = None
 
     def to_wire(self) -> dict[str, Any]:
+        if self.type == "semantic_vad":
+            return {"type": "semantic_vad", "eagerness": self.eagerness, "create_response": self.create_response,
+                    "interrupt_response": self.interrupt_response}
         return {"type": "server_vad", "threshold": self.threshold, "silence_duration_ms": self.silence_duration_ms,
                 "prefix_padding_ms": self.prefix_padding_ms, "create_response": self.create_response,
                 "interrupt_response": self.interrupt_response, "idle_timeout_ms": self.idle_timeout_ms}
@@ -192,14 +200,25 @@ _SESSION_IGNORED: dict[str, f.Check] = {
 }
 
 
+TURN_DETECTION_TYPES = ("server_vad", "semantic_vad")
+EAGERNESS_LEVELS = ("low", "medium", "high", "auto")
+
+
 def _turn_detection(td: Any, current: TurnDetection | None, event_id: str | None) -> TurnDetection | None:
     if td is None:
         return None
     where = "session.audio.input.turn_detection"
     f.obj(td, where, event_id)
-    if td.get("type", "server_vad") != "server_vad":
-        raise f.invalid(f"{where}.type", "only 'server_vad' turn detection is supported", event_id)
+    kind = td.get("type")
+    if kind is not None and kind not in TURN_DETECTION_TYPES:
+        raise f.invalid(f"{where}.type", "'type' must be 'server_vad' or 'semantic_vad'", event_id)
     out = current or TurnDetection()
+    if kind is not None:
+        out = replace(out, type=kind)
+    if td.get("eagerness") is not None:
+        if td["eagerness"] not in EAGERNESS_LEVELS:
+            raise f.invalid(f"{where}.eagerness", "'eagerness' must be 'low', 'medium', 'high' or 'auto'", event_id)
+        out = replace(out, eagerness=td["eagerness"])
     if td.get("threshold") is not None:
         out = replace(out, threshold=f.number(td["threshold"], f"{where}.threshold", event_id, 0.0, 1.0,
                                               open_range=True))

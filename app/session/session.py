@@ -135,7 +135,13 @@ class RealtimeSession:
     def configure(self, session: Any, event_id: str | None = None) -> None:
         """Apply a ``session`` object (``session.update``'s, or the one a WebRTC call or client secret was
         created with); ProtocolError on the first bad field, and then nothing changes."""
-        self.config = self.config.updated(session, event_id)
+        config = self.config.updated(session, event_id)
+        td = config.turn_detection
+        if td is not None and td.type == "semantic_vad" and getattr(self.stack, "end_of_turn", None) is None:
+            raise ProtocolError("invalid_value", "semantic_vad needs an end-of-turn model, and this server's "
+                                f"profile {self.stack.profile.name!r} has none ([turn]): use server_vad",
+                                param="session.audio.input.turn_detection.type", event_id=event_id)
+        self.config = config
         self.detector.configure(self.config.turn_detection)
         td = self.config.turn_detection
         if self._suspect is not None and (td is None or not td.interrupt_response):
@@ -165,6 +171,8 @@ class RealtimeSession:
                     self.speculation.speech_resumed()
                 case SpeechStopped(window=last):
                     self._on_speech_stopped(last)
+            if self._turn is not None and self._suspect is None and self.detector.ask_end_of_turn():
+                self.tasks.spawn(self._end_of_turn(self._turn, self.detector.last_speech_window))
         if self._suspect is not None:
             self._check_suspect(paused=False)
         elif self._turn is None:  # idle: keep only what prefix padding may need
@@ -300,6 +308,27 @@ class RealtimeSession:
         self.speculation.hold(self._start_reply(turn, audio=self.input.audio(turn.first_window, last_window),
                                                 held=True))
         self.stats.speculation_started()
+
+    async def _end_of_turn(self, turn: UserTurn, last_window: int) -> None:
+        """``semantic_vad``: the caller paused; if the end-of-turn model calls the turn complete (and the caller
+        is still silent), it ends now rather than at the cap."""
+        model = self.stack.end_of_turn
+        audio = self.input.audio(turn.first_window)
+        t0 = now_ns()
+        try:
+            p = await model.run(model.probability, audio)
+        except Exception:  # the cap still ends the turn
+            log.warning("session %s: the end-of-turn model failed", self.config.id, exc_info=True)
+            return
+        ms = (now_ns() - t0) / 1e6
+        self.stats.end_of_turn_scored(ms, p)
+        timing = self.detector.semantic
+        log.debug("session %s: end of turn p=%.2f (%.0f ms)", self.config.id, p, ms)
+        if (timing is None or p < timing.threshold or self._turn is not turn or not self.detector.speaking
+                or self.detector.last_speech_window != last_window):
+            return  # not complete, or the caller spoke again meanwhile
+        if (stopped := self.detector.end_now()) is not None:
+            self._on_speech_stopped(stopped.window)
 
     def _on_speech_stopped(self, last_window: int) -> None:
         if self._suspect is not None:

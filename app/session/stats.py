@@ -20,6 +20,8 @@ class SessionStats:
     #: Speech over a live reply that had words (the reply was cancelled) / had none (the reply resumed).
     interruptions: int = 0
     false_interruptions: int = 0
+    #: semantic_vad: calls of the end-of-turn model (its last probability is in the log).
+    end_of_turn_calls: int = 0
 
     def speculation_started(self) -> None:
         self.speculative_started += 1
@@ -39,6 +41,10 @@ class SessionStats:
         else:
             self.false_interruptions += 1
         prometheus.INTERRUPTIONS.labels(verdict="confirmed" if confirmed else "false").inc()
+
+    def end_of_turn_scored(self, ms: float, probability: float) -> None:
+        self.end_of_turn_calls += 1
+        prometheus.END_OF_TURN_MS.observe(ms)
 
     def turn_reported(self, timeline: TurnTimeline) -> None:
         """A turn's final latency report went out."""

@@ -1,16 +1,45 @@
 """Server turn detection for one session: Silero VAD per 32 ms window, and the endpointer that turns its
 probabilities into speech started / paused / resumed / stopped decisions, configured from the session's
-``turn_detection`` (``server_vad``) and the profile's pause for the speculative end of turn."""
+``turn_detection`` and the profile's pause for the speculative end of turn.
+
+``server_vad`` ends the turn after ``silence_duration_ms`` of silence. ``semantic_vad`` asks the end-of-turn
+model (smart-turn, ``app/audio/smart_turn.py``) once a pause, after ``SemanticTiming.ask_after_ms`` of silence:
+a probability of at least ``threshold`` that the turn is complete ends it then; otherwise only ``cap_ms`` of
+silence does. ``eagerness`` picks the timing (:data:`EAGERNESS`; measured in docs/BENCHMARKS.md §14 by
+``scripts/bench_endpointing.py``, which runs these very timings).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from app.audio.endpointing import Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
+from app.audio.endpointing import WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
 from app.audio.vad import SileroVAD
 from app.protocol.session_config import TurnDetection
 
 Decision = SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | None
+
+
+@dataclass(frozen=True)
+class SemanticTiming:
+    ask_after_ms: int  # silence before the end-of-turn model is asked (once a pause)
+    threshold: float  # its probability of "complete" that ends the turn
+    cap_ms: int  # silence that ends the turn whatever it said
+
+    @property
+    def ask_after_windows(self) -> int:
+        return max(1, round(self.ask_after_ms / WINDOW_MS))
+
+
+#: ``semantic_vad`` eagerness -> timing: "high" answers soonest (and cuts off most), "low" lets the caller finish.
+EAGERNESS = {
+    "high": SemanticTiming(160, 0.3, 1000),
+    "medium": SemanticTiming(200, 0.5, 1500),
+    "auto": SemanticTiming(200, 0.5, 1500),
+    "low": SemanticTiming(256, 0.7, 2000),
+}
 
 
 class TurnDetector:
@@ -28,8 +57,32 @@ class TurnDetector:
     def speaking(self) -> bool:
         return self._endpointer.speaking
 
+    @property
+    def semantic(self) -> SemanticTiming | None:
+        """The timing of ``semantic_vad``; None for ``server_vad`` (or no server turn detection)."""
+        if self.settings is None or self.settings.type != "semantic_vad":
+            return None
+        return EAGERNESS[self.settings.eagerness]
+
+    @property
+    def last_speech_window(self) -> int:
+        return self._endpointer.last_speech_window
+
+    def ask_end_of_turn(self) -> bool:
+        """``semantic_vad``: is this the window (once a pause) to ask the end-of-turn model?"""
+        timing = self.semantic
+        return timing is not None and self._endpointer.silence_run == timing.ask_after_windows
+
+    def end_now(self) -> SpeechStopped | None:
+        """The end-of-turn model says the turn is complete: end the speech now."""
+        return self._endpointer.end()
+
     def _new_endpointer(self) -> Endpointer:
-        silence = self.settings.silence_duration_ms if self.settings else 500
+        timing = self.semantic
+        if timing is not None:
+            silence = timing.cap_ms
+        else:
+            silence = self.settings.silence_duration_ms if self.settings else 500
         return Endpointer(self.threshold, silence, pause_ms=self._pause_ms)
 
     def configure(self, settings: TurnDetection | None) -> None:

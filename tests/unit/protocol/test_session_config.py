@@ -32,7 +32,9 @@ def test_audio_parts_must_be_objects(part, value):
     ({"audio": {"input": {"format": {"type": "audio/pcm", "rate": [24000]}}}}, "session.audio.input.format.rate"),
     ({"audio": {"output": {"format": {"type": "audio/pcmu"}}}}, "session.audio.output.format.type"),
     ({"audio": {"input": {"turn_detection": "server_vad"}}}, "session.audio.input.turn_detection"),
-    ({"audio": {"input": {"turn_detection": {"type": "semantic_vad"}}}}, "session.audio.input.turn_detection.type"),
+    ({"audio": {"input": {"turn_detection": {"type": "near_field_vad"}}}}, "session.audio.input.turn_detection.type"),
+    ({"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "fast"}}}},
+     "session.audio.input.turn_detection.eagerness"),
     ({"audio": {"input": {"turn_detection": {"threshold": "0.5"}}}}, "session.audio.input.turn_detection.threshold"),
     ({"audio": {"input": {"turn_detection": {"threshold": 1.0}}}}, "session.audio.input.turn_detection.threshold"),
     ({"audio": {"input": {"turn_detection": {"silence_duration_ms": 99}}}},
@@ -123,3 +125,14 @@ def test_wire_form_is_unchanged():
     assert wire["audio"]["input"]["format"] == wire["audio"]["output"]["format"] == {"type": "audio/pcm",
                                                                                      "rate": 24000}
     assert json.loads(json.dumps(wire)) == wire
+
+
+def test_semantic_vad_round_trips_in_the_ga_shape():
+    cfg = SessionConfig(id="s").updated({"audio": {"input": {"turn_detection": {
+        "type": "semantic_vad", "eagerness": "low", "interrupt_response": False}}}})
+    td = cfg.turn_detection
+    assert (td.type, td.eagerness, td.interrupt_response) == ("semantic_vad", "low", False)
+    assert td.to_wire() == {"type": "semantic_vad", "eagerness": "low", "create_response": True,
+                            "interrupt_response": False}
+    back = cfg.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})
+    assert back.turn_detection.to_wire()["type"] == "server_vad"
