@@ -43,6 +43,7 @@ export class Sub250Client extends EventTarget {
     this._turn = null;
     this._timers = [];
     this.truncations = []; // the conversation.item.truncate events sent when the caller talked over a reply
+    this.ducks = 0; // how often the reply was ducked (sub250.reply.paused)
   }
 
   // --- public ----------------------------------------------------------------------------------------
@@ -148,6 +149,8 @@ export class Sub250Client extends EventTarget {
     };
     // The AudioContext runs at the API's rate: the browser resamples the microphone for us.
     const ctx = (this.ctx = new AudioContext({ sampleRate: AUDIO_RATE }));
+    this._gain = ctx.createGain(); // the reply's volume: ducked while a sound over it is checked for words
+    this._gain.connect(ctx.destination);
     await ctx.resume();
     this._playHead = 0;
     this._playing = [];
@@ -194,7 +197,7 @@ export class Sub250Client extends EventTarget {
     for (let i = 0; i < pcm.length; i++) ch[i] = pcm[i] / 32768;
     const src = this.ctx.createBufferSource();
     src.buffer = buf;
-    src.connect(this.ctx.destination);
+    src.connect(this._gain || this.ctx.destination);
     const at = Math.max(this.ctx.currentTime + 0.02, this._playHead);
     src.start(at);
     this._playHead = at + buf.duration;
@@ -203,6 +206,11 @@ export class Sub250Client extends EventTarget {
     this._playing.push(src);
     src.onended = () => { this._playing = this._playing.filter((s) => s !== src); };
     this.stats.audioReceivedMs += (pcm.length / AUDIO_RATE) * 1000;
+  }
+
+  _duck(level) {
+    if (this._gain && this.ctx) this._gain.gain.setTargetAtTime(level, this.ctx.currentTime, 0.02);
+    if (level < 1) this.ducks += 1;
   }
 
   _stopPlayback() {
@@ -229,6 +237,7 @@ export class Sub250Client extends EventTarget {
       }
     }
     this._stopPlayback();
+    this._duck(1); // the next reply plays at full volume
   }
 
   // --- events ----------------------------------------------------------------------------------------
@@ -238,6 +247,12 @@ export class Sub250Client extends EventTarget {
     try { event = JSON.parse(raw); } catch (_) { this._emitError("the server sent an event that is not JSON"); return; }
     const now = performance.now();
     switch (event.type) {
+      case "sub250.reply.paused": // sound over the reply: words or a cough? duck it until the server knows
+        this._duck(0.15);
+        break;
+      case "sub250.reply.resumed":
+        this._duck(1);
+        break;
       case "input_audio_buffer.speech_started":
         this._interrupted(); // barge-in (the server says so only for words, not a cough): stop, say what was heard
         break;

@@ -232,6 +232,17 @@ def sources(response_id: str, item_id: str, passages: list[dict[str, Any]]) -> d
     return server_event("sub250.sources", response_id=response_id, item_id=item_id, sources=passages)
 
 
+def reply_paused(response_id: str, audio_start_ms: int) -> dict[str, Any]:
+    """sub250 addition: sound over the reply, being checked for words; the reply is paused (a client that plays
+    the audio itself may duck it now)."""
+    return server_event("sub250.reply.paused", response_id=response_id, audio_start_ms=audio_start_ms)
+
+
+def reply_resumed(response_id: str) -> dict[str, Any]:
+    """sub250 addition: the sound had no words (yet): the reply plays on from where it paused."""
+    return server_event("sub250.reply.resumed", response_id=response_id)
+
+
 def turn_latency(response_id: str, report: dict[str, Any]) -> dict[str, Any]:
     return server_event("sub250.turn.latency", response_id=response_id, **report)
 

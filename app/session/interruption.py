@@ -97,6 +97,8 @@ class InterruptionCheck:
         self.checked_to = -1  # the last window a finished check covered
         self.checks = 0
         self.transcript: Transcript | None = None
+        #: The reply was resumed at the timeout (it plays on while the sound is still watched).
+        self.resumed = False
 
     @property
     def open(self) -> bool:
@@ -124,6 +126,7 @@ class InterruptionCheck:
         if self.verdict is Verdict.CHECKING and \
                 (end_window - self.onset_window) * WINDOW_MS >= self.options.resume_after_ms:
             self.verdict = Verdict.WATCHING
+            self.resumed = True
             return True
         return False
 

@@ -207,6 +207,7 @@ class RealtimeSession:
             self._suspect = InterruptionCheck(self.tuning.interruption, first_window=first, onset_window=window)
             self._suspected = reply
             reply.pause()
+            self.transport.send(ev.reply_paused(reply.id, self.input.ms(window)))
             return
         self._take_turn(turn, window, reply if interrupts else None)
 
@@ -228,6 +229,7 @@ class RealtimeSession:
             return
         end = self.input.end - 1
         if check.timed_out(end):
+            self.transport.send(ev.reply_resumed(reply.id))
             reply.resume()
         if self._suspect_task is None and check.due(end, paused=paused or self._suspect_stopped is not None):
             check.started(end)
@@ -283,10 +285,12 @@ class RealtimeSession:
         """Not an interruption (a cough): the reply plays on; nothing of the sound reaches the conversation or
         the client."""
         reply = self._suspected
+        playing = self._suspect is not None and self._suspect.resumed  # resumed at the timeout already
         self._clear_suspect()
         self._turn = None
         self.stats.interruption(confirmed=False)
-        if reply is not None:
+        if reply is not None and not playing:
+            self.transport.send(ev.reply_resumed(reply.id))
             reply.resume()
 
     def _clear_suspect(self) -> None:

@@ -87,6 +87,10 @@ async def test_a_cough_over_the_reply_pauses_it_then_the_reply_plays_on_unseen_b
     assert t.pauses == [(rid, True), (rid, False)]
     assert stack.asr.calls, "the sound was checked for words"
     types = t.types()
+    # only our own events say what happened: paused at the sound, resumed after it (standard clients ignore them)
+    assert [e["type"] for e in t.sent if e["type"].startswith("sub250.reply.")] == \
+        ["sub250.reply.paused", "sub250.reply.resumed"]
+    assert types.index("sub250.reply.resumed") < types.index("response.done")
     for kind in ("input_audio_buffer.speech_started", "input_audio_buffer.speech_stopped",
                  "input_audio_buffer.committed"):
         assert types.count(kind) == 1, kind  # the question's only: the cough never reached the client
@@ -169,6 +173,7 @@ async def test_a_long_wordless_sound_resumes_the_reply_before_it_ends():
     assert t.pauses == [(rid, True), (rid, False)] and session._suspect is not None
     await feed(session, silence(0.8))
     assert session._suspect is None and session.stats.false_interruptions == 1
+    assert t.types().count("sub250.reply.resumed") == 1, "resumed once, at the timeout"
 
 
 async def test_clearing_the_input_buffer_during_the_check_lets_the_reply_play_on():
