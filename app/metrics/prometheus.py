@@ -71,7 +71,8 @@ ASYNCIO_TASKS.set_function(_asyncio_tasks)
 
 def observe(tl: TurnTimeline) -> None:
     spans = tl.spans()
-    for name in SPANS + ("endpoint_delay", "voice_to_voice", "tts_first_audio", "retrieval_ahead", "tool_choice", "tool"):
+    for name in SPANS + ("endpoint_delay", "voice_to_voice", "tts_first_audio", "retrieval_ahead", "tool_choice", "tool",
+                         "asr_wait", "asr_compute"):
         value = spans.get(name)
         if value is not None:
             SPAN_MS.labels(span=name).observe(value)

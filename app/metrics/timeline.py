@@ -39,7 +39,7 @@ CEILINGS = {
 }
 SPANS = ("network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client")
 BESIDE = ("endpoint_delay", "voice_to_voice", "tts_first_audio", "tokens_per_s", "spec_acceptance", "retrieval_ahead",
-          "tool_choice", "tool")
+          "tool_choice", "tool", "asr_wait", "asr_compute")
 
 
 def now_ns() -> int:
@@ -136,6 +136,8 @@ class TurnTimeline:
         s["retrieval_ahead"] = self.measured.get("retrieval_ahead")
         s["tool_choice"] = self.measured.get("tool_choice")
         s["tool"] = self.measured.get("tool")
+        s["asr_wait"] = self.measured.get("asr_wait")
+        s["asr_compute"] = self.measured.get("asr_compute")
         return s
 
     def verdict(self) -> tuple[bool | None, list[str]]:

@@ -58,7 +58,16 @@ async def transcribe(asr: ASREngine, audio: np.ndarray, timeline: TurnTimeline) 
     """The final transcript (empty for less than one VAD window of audio); marks ``asr_final``. A recognizer
     failure is logged under an error id and raised as :class:`TranscriptionFailed`."""
     try:
-        text = "" if audio.size < WINDOW else (await asr.recognize(audio)).text
+        if audio.size < WINDOW:
+            text = ""
+        else:
+            t0 = now_ns()
+            transcript = await asr.recognize(audio)
+            wall_ms = (now_ns() - t0) / 1e6
+            text = transcript.text
+            # where the final transcript's time went: waiting for the engine (another call holds it) vs its run
+            timeline.measured["asr_compute"] = transcript.compute_seconds * 1000
+            timeline.measured["asr_wait"] = max(0.0, wall_ms - transcript.compute_seconds * 1000)
     except Exception as exc:
         error_id = new_id("err")
         log.error("transcription failed (error id %s)", error_id, exc_info=True)
