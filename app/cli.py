@@ -268,7 +268,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="sub250", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--profile", help="model profile name or TOML path (default: $SUB250_PROFILE or cpu-tiny)")
+    p.add_argument("--profile", help="model profile name or TOML path (default: $SUB250_PROFILE or cpu-base)")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = p.add_subparsers(dest="command", required=True)
 

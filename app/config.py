@@ -23,8 +23,8 @@ def _default_home() -> Path:
 class Settings:
     #: Where models, the embedded PostgreSQL data and caches live.
     home: Path = field(default_factory=_default_home)
-    #: Model profile: a name from ``models/`` (``cpu-tiny``) or a path to a profile TOML file.
-    profile: str = "cpu-tiny"
+    #: Model profile: a name from ``models/`` (``cpu-base``) or a path to a profile TOML file.
+    profile: str = "cpu-base"
     #: PostgreSQL with pgvector to use; empty means: start the embedded one under ``home/pgdata``.
     database_url: str = ""
     #: HNSW search breadth per query (``hnsw.ef_search``): recall vs. latency.

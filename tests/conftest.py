@@ -35,7 +35,7 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
     home = tmp_path_factory.mktemp("sub250-home")
     user = Settings.from_env()
     return Settings.from_env(home=home, models_home=str(user.models_dir), database_url="",
-                             llm_enforce_eager="true", profile="cpu-tiny")
+                             llm_enforce_eager="true", profile="cpu-base")
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

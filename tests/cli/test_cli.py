@@ -105,7 +105,7 @@ def test_serve_starts_ingests_reports_ready_and_stops(settings, tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
             # serve restarted itself under jemalloc when the library is installed (same PID)
             allocator = "jemalloc" if ctypes.util.find_library("jemalloc") else "glibc"
-            assert json.load(resp) == {"status": "ready", "profile": "cpu-tiny", "allocator": allocator,
+            assert json.load(resp) == {"status": "ready", "profile": "cpu-base", "allocator": allocator,
                                        "webrtc_calls": 0}
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             assert resp.status == 200
