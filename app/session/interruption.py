@@ -31,8 +31,11 @@ from app.audio.endpointing import WINDOW_MS
 #: Sounds and words that do not take the turn while the assistant speaks (lower case, punctuation stripped).
 BACKCHANNELS = frozenset({
     "mm", "mmm", "hm", "hmm", "hmmm", "mhm", "mm-hmm", "mm-hm", "mmhmm", "uh-huh", "uhhuh", "uh", "um", "umm",
-    "er", "erm", "ah", "oh", "ooh", "aha", "huh", "yeah", "yep", "yup", "yes", "ok", "okay", "right", "sure",
-    "alright", "cool", "nice", "wow", "i", "see"})
+    "uhm", "er", "erm", "ah", "ahh", "oh", "ohh", "ooh", "ow", "aha", "huh", "yeah", "yep", "yup", "yes", "ok",
+    "okay", "right", "sure", "alright", "cool", "nice", "wow", "i", "see"})
+#: How Whisper spells a hum it does not know ("M.", "MMA", "Ememam."): m's alone, two or more m's each perhaps
+#: after an e or an a (and a final a), or h's and m's alone. Real words ("me", "am", "he", "ma'am") do not match.
+_HUM = re.compile(r"m+|(?:[ea]?m){2,}a?|m+h+m*|h+m+")
 #: Whisper's annotations of non-speech: "(coughs)", "[MUSIC]", "*sigh*", "♪".
 _ANNOTATION = re.compile(r"\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪")
 _WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
@@ -66,7 +69,7 @@ class InterruptionOptions:
 def words(text: str) -> list[str]:
     """The words of a transcript that could take the turn: annotations, fillers and backchannels removed."""
     found = _WORD.findall(_ANNOTATION.sub(" ", text.lower()))
-    return [w for w in found if w not in BACKCHANNELS]
+    return [w for w in found if w not in BACKCHANNELS and not _HUM.fullmatch(w)]
 
 
 def takes_the_turn(transcript: Transcript, max_no_speech_prob: float) -> bool:

@@ -161,13 +161,19 @@ class Reply:
             self.output.pause()
 
     def resume(self) -> None:
-        """It was not an interruption: play on from where the pause stopped the reply."""
+        """It was not an interruption: play on from where the pause stopped the reply (and if its stages ended
+        meanwhile, it is done now)."""
         self.output.resume()
+        if self.state is ReplyState.LIVE and self._ended is not None:
+            self._finish()
 
     def interrupted(self) -> None:
-        """It was one: cancel the reply; if it finished while paused, drop what it has not sent yet."""
+        """It was one: the reply is cancelled - even if its stages ended while it was paused, since the caller
+        did not hear the rest - and what it had not sent is dropped."""
         if self.state is ReplyState.LIVE:
             self.cancel("turn_detected")
+            if self._ended is not None:
+                self._finish()
         else:
             self.output.stop()
 
@@ -369,9 +375,9 @@ class Reply:
         if self._ended is not None:
             return
         self._ended = (status, error)
-        if self.state is ReplyState.LIVE or self.state is ReplyState.CANCELLED:
+        if self.state is ReplyState.CANCELLED or (self.state is ReplyState.LIVE and not self.output.paused):
             self._finish()
-        # HELD: finished when adopted; DISCARDED: nothing is ever said of it
+        # HELD: finished when adopted; LIVE but paused: when resumed or interrupted; DISCARDED: never told
 
     def _finish(self) -> None:
         if self._finished or self._ended is None:

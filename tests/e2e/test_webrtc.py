@@ -125,7 +125,11 @@ async def test_voice_turn_over_webrtc(server, question_wav):
         assert spans["ttft"] is not None and spans["ttft"] > 0
         assert spans["network_rtt"] is not None and 0 < spans["network_rtt"] < 1000, "RTT from RTCP reports"
         assert spans["ttft_client"] == pytest.approx(spans["ttft"] + spans["network_rtt"], abs=0.01)
-        assert marks["turn_commit"] <= marks["first_audio"] <= marks["first_audio_sent"]
+        # an adopted speculative reply may have synthesized its first audio before the commit (LATENCY.md);
+        # nothing of it leaves before the commit
+        assert marks["first_audio"] <= marks["first_audio_sent"] and marks["turn_commit"] <= marks["first_audio_sent"]
+        if not latency["speculative"]:
+            assert marks["turn_commit"] <= marks["first_audio"]
         assert latency["beside"]["voice_to_voice"] is not None
         await client.wait_for("output_audio_buffer.started", timeout=30)
         await client.wait_for("output_audio_buffer.stopped", timeout=60)
