@@ -98,8 +98,6 @@ class InterruptionCheck:
         self.verdict = Verdict.CHECKING
         self._next_check = onset_window + max(1, round(options.check_after_ms / WINDOW_MS))
         self.checked_to = -1  # the last window a finished check covered
-        self.checks = 0
-        self.transcript: Transcript | None = None
         #: The reply was resumed at the timeout (it plays on while the sound is still watched).
         self.resumed = False
 
@@ -117,10 +115,8 @@ class InterruptionCheck:
 
     def result(self, transcript: Transcript, end_window: int) -> Verdict:
         """A check of the sound up to ``end_window`` finished."""
-        self.checks += 1
         self.checked_to = max(self.checked_to, end_window)
         if self.open and takes_the_turn(transcript, self.options.max_no_speech_prob):
-            self.transcript = transcript
             self.verdict = Verdict.CONFIRMED
         return self.verdict
 

@@ -18,6 +18,8 @@ import numpy as np
 
 from app.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
 from app.audio.rates import INPUT_RATE
+from app.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
+from app.audio.vad import WINDOW
 from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
 from app.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
@@ -213,7 +215,7 @@ class RealtimeSession:
 
     def _take_turn(self, turn: UserTurn, onset_window: int, interrupted: Reply | None) -> None:
         """The caller is speaking (a turn of their own): say so, stop the reply they talk over (barge-in)."""
-        self.listening.begin(turn, self.input.end)
+        self.listening.begin(turn, onset_window)
         self.transport.send(ev.speech_started(turn.item_id, self.input.ms(onset_window)))
         if interrupted is not None:
             interrupted.interrupted()
@@ -278,8 +280,8 @@ class RealtimeSession:
         done = check.ended(last)
         if done is None:
             self._check_suspect(paused=True)
-            return
-        self._dismiss_suspect()
+        elif done:
+            self._dismiss_suspect()
 
     def _dismiss_suspect(self) -> None:
         """Not an interruption (a cough): the reply plays on; nothing of the sound reaches the conversation or
@@ -317,7 +319,8 @@ class RealtimeSession:
         """``semantic_vad``: the caller paused; if the end-of-turn model calls the turn complete (and the caller
         is still silent), it ends now rather than at the cap."""
         model = self.stack.end_of_turn
-        audio = self.input.audio(turn.first_window)
+        # the model reads the last 8 s: copy no more of the turn than that
+        audio = self.input.audio(max(turn.first_window, self.input.end - SMART_TURN_SAMPLES // WINDOW))
         t0 = now_ns()
         try:
             p = await model.run(model.probability, audio)
@@ -325,7 +328,7 @@ class RealtimeSession:
             log.warning("session %s: the end-of-turn model failed", self.config.id, exc_info=True)
             return
         ms = (now_ns() - t0) / 1e6
-        self.stats.end_of_turn_scored(ms, p)
+        self.stats.end_of_turn_scored(ms)
         timing = self.detector.semantic
         log.debug("session %s: end of turn p=%.2f (%.0f ms)", self.config.id, p, ms)
         if (timing is None or p < timing.threshold or self._turn is not turn or not self.detector.speaking

@@ -42,7 +42,7 @@ class SessionStats:
             self.false_interruptions += 1
         prometheus.INTERRUPTIONS.labels(verdict="confirmed" if confirmed else "false").inc()
 
-    def end_of_turn_scored(self, ms: float, probability: float) -> None:
+    def end_of_turn_scored(self, ms: float) -> None:
         self.end_of_turn_calls += 1
         prometheus.END_OF_TURN_MS.observe(ms)
 
