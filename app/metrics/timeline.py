@@ -40,6 +40,19 @@ CEILINGS = {
 SPANS = ("network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client")
 BESIDE = ("endpoint_delay", "voice_to_voice", "tts_first_audio", "tokens_per_s", "spec_acceptance", "retrieval_ahead",
           "tool_choice", "tool", "asr_wait", "asr_compute")
+#: The spans (of SPANS and BESIDE) that are one mark's difference to another: name -> (from, to). ``prompt`` is one
+#: too, from the later of two marks (see ``TurnTimeline.intervals``); the others are measured, or not durations.
+MARK_SPANS = {
+    "asr_finalize": ("turn_commit", "asr_final"),
+    "retrieval": ("retrieval_start", "retrieval_end"),
+    "prefill": ("llm_submit", "first_token"),
+    "ttft": ("turn_commit", "first_token_sent"),
+    "endpoint_delay": ("speech_end", "turn_commit"),
+    "voice_to_voice": ("speech_end", "first_audio_sent"),
+    "tts_first_audio": ("first_token", "first_audio"),
+}
+#: Figures of SPANS and BESIDE that are not milliseconds.
+NOT_MS = ("tokens_per_s", "spec_acceptance")
 
 
 def now_ns() -> int:
@@ -111,23 +124,23 @@ class TurnTimeline:
             return (self.marks[b] - self.marks[a]) / 1e6
         return None
 
-    def spans(self) -> dict[str, float | None]:
+    def intervals(self) -> dict[str, tuple[int, int]]:
+        """The spans that are differences of marks (``MARK_SPANS`` and ``prompt``), as (start, end) in ns, for
+        those whose marks exist: what :meth:`spans` measures, and what a trace draws."""
         m = self.marks
+        out = {name: (m[a], m[b]) for name, (a, b) in MARK_SPANS.items() if a in m and b in m}
+        if "prompt_ready" in m and ("asr_final" in m or "retrieval_end" in m):
+            out["prompt"] = (max(m.get("asr_final", 0), m.get("retrieval_end", 0)), m["prompt_ready"])
+        return out
+
+    def spans(self) -> dict[str, float | None]:
         s: dict[str, float | None] = {k: None for k in SPANS + BESIDE}
         s["network_rtt"] = self.measured.get("network_rtt")
         s["gateway"] = self.measured.get("gateway")
-        s["asr_finalize"] = self._ms("turn_commit", "asr_final")
-        s["retrieval"] = self._ms("retrieval_start", "retrieval_end")
-        if "prompt_ready" in m and ("asr_final" in m or "retrieval_end" in m):
-            start = max(m.get("asr_final", 0), m.get("retrieval_end", 0))
-            s["prompt"] = (m["prompt_ready"] - start) / 1e6
-        s["prefill"] = self._ms("llm_submit", "first_token")
-        s["ttft"] = self._ms("turn_commit", "first_token_sent")
+        for name, (start, end) in self.intervals().items():
+            s[name] = (end - start) / 1e6
         if s["ttft"] is not None and s["network_rtt"] is not None:
             s["ttft_client"] = s["ttft"] + s["network_rtt"]
-        s["endpoint_delay"] = self._ms("speech_end", "turn_commit")
-        s["voice_to_voice"] = self._ms("speech_end", "first_audio_sent")
-        s["tts_first_audio"] = self._ms("first_token", "first_audio")
         gen = self._ms("first_token", "response_done")
         if gen and self.tokens > 1:
             s["tokens_per_s"] = (self.tokens - 1) / (gen / 1000.0)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from app import logs
 from app.audio.rates import OUTPUT_RATE
 from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
@@ -203,6 +204,7 @@ class Reply:
     # --- the stages ----------------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        logs.TURN_ID.set(self.turn.timeline.turn_id)  # this task's log lines, and its stages'
         status, error = "completed", None
         try:
             if self.idle:

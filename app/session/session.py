@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from app import logs
 from app.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
 from app.audio.rates import INPUT_RATE
 from app.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
@@ -53,7 +54,7 @@ class RealtimeSession:
         self.tuning = PipelineTuning.from_profile(stack.profile)
         self.config = config or SessionConfig(id=new_id("sess"), model=model or self.tuning.served_name)
         self.conversation = Conversation()
-        self.stats = SessionStats()
+        self.stats = SessionStats(session_id=self.config.id)
         self.input = InputBuffer()
         self.tasks = TaskSet()
         self.speculation = Speculation()
@@ -70,6 +71,8 @@ class RealtimeSession:
         self._suspect_task: asyncio.Task | None = None
         self._suspect_stopped: int | None = None
         self._gateway_ms: float | None = None
+        #: Transcriptions of committed turns under way (transcription-only sessions, or create_response false).
+        self._transcribing = 0
         #: The idle timer (``turn_detection.idle_timeout_ms``), armed when a response's audio will have played.
         self._idle: asyncio.TimerHandle | None = None
         self._idle_from_ms = 0
@@ -86,6 +89,13 @@ class RealtimeSession:
             "response.create": self._on_response_create, "response.cancel": self._on_response_cancel}
 
     @property
+    def in_flight(self) -> bool:
+        """A turn is under way: the caller is speaking (or a sound over the reply is being checked), a transcript
+        is being made, or a reply holds the response slot. A server that drains waits for this to end."""
+        return self.reply is not None or self._turn is not None or self._suspect is not None \
+            or self._transcribing > 0
+
+    @property
     def reply(self) -> Reply | None:
         """The reply holding the session's one response slot (held or live), if any."""
         return self._reply if self._reply is not None and self._reply.active else None
@@ -98,6 +108,7 @@ class RealtimeSession:
     async def handle(self, event: ClientEvent, received_ns: int) -> None:
         """Dispatch one parsed client event. ``received_ns``: when its frame was read off the socket."""
         self._gateway_ms = (now_ns() - received_ns) / 1e6
+        logs.SESSION_ID.set(self.config.id)  # for the rest of the transport's task, and the tasks it starts
         handler = self._handlers.get(event.type)
         if handler is None:
             self.error(ProtocolError("unsupported_event", f"{event.type!r} is not supported by this server",
@@ -109,6 +120,7 @@ class RealtimeSession:
         """Caller audio from a media track (WebRTC), PCM16 mono at ``rate``: the same path as
         ``input_audio_buffer.append``."""
         self._gateway_ms = (now_ns() - received_ns) / 1e6
+        logs.SESSION_ID.set(self.config.id)
         await self._guarded(self._ingest(pcm16, rate, received_ns), None)
 
     async def _guarded(self, work: Awaitable[None], event_id: str | None) -> None:
@@ -389,11 +401,14 @@ class RealtimeSession:
             self.tasks.spawn(self._transcribe_only(turn, audio))
 
     async def _transcribe_only(self, turn: UserTurn, audio: np.ndarray) -> None:
+        self._transcribing += 1
         try:
             turn.transcript = text = await stages.transcribe(self.stack.asr, audio, turn.timeline)
         except stages.TranscriptionFailed as exc:
             self.transport.send(ev.transcription_failed(turn.item_id, exc.message))
             return
+        finally:
+            self._transcribing -= 1
         if (item := self.conversation.set_transcript(turn.item_id, text)) is not None:
             for event in ev.transcript_done(item.to_wire(), text, turn.audio_end_ms / 1000):
                 self.transport.send(event)

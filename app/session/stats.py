@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from app.metrics import prometheus
+from app.metrics import prometheus, tracing
 from app.metrics.timeline import TurnTimeline
 
 
 @dataclass
 class SessionStats:
+    #: The session's id (``sess_...``): the traces of its turns carry it.
+    session_id: str = ""
     turns: int = 0
     cancelled: int = 0
     errors: int = 0
@@ -49,6 +51,10 @@ class SessionStats:
     def turn_reported(self, timeline: TurnTimeline) -> None:
         """A turn's final latency report went out."""
         prometheus.observe(timeline)
+        tracing.observe(timeline, self.session_id)
 
     def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+        """The counters."""
+        counters = asdict(self)
+        del counters["session_id"]
+        return counters

@@ -5,7 +5,9 @@
 - ``POST /v1/realtime/client_secrets``: a short-lived client secret for a page (auth: an API key);
 - ``POST /v1/realtime/calls``: WebRTC signalling, SDP offer in, SDP answer out (auth: key or secret);
 - ``POST /v1/realtime/calls/{id}/hangup``: end a WebRTC call;
-- ``GET /healthz``, ``GET /metrics`` (Prometheus).
+- ``GET /healthz`` (liveness: 200 while the process serves, 503 once an engine died for good),
+  ``GET /readyz`` (readiness: 200 only with the engines loaded and the server not draining),
+  ``GET /metrics`` (Prometheus).
 
 Every request passes the same checks, in the same order, whichever path it takes (see
 ``app/gateway/admission.py``): Host (403 ``host_not_allowed``), Origin (403 ``origin_not_allowed``), then
@@ -62,8 +64,14 @@ class Backend(Protocol):
     #: Handed unopened to each session (``RealtimeSession(shared, ...)``).
     shared: Any
 
+    #: This server's name in a fleet ("" if none): the ``X-Sub250-Replica`` header of every answer.
+    replica: str
+
     @property
     def ready(self) -> bool: ...
+
+    @property
+    def live(self) -> bool: ...
 
     def health(self) -> dict[str, Any]: ...
 
@@ -88,6 +96,8 @@ def not_ready_response(health: dict[str, Any] | None = None) -> web.Response:
     and the server is going down for its supervisor to restart it."""
     if health is not None and health.get("status") == "failed":
         message = f"the server is restarting ({health.get('reason', 'an engine failed')}); retry in a few seconds"
+    elif health is not None and health.get("status") == "draining":
+        message = "the server is shutting down; connect again (a load balancer sends you to another server)"
     else:
         message = "the server is still loading its engines; retry in a few seconds"
     return error_response(503, "not_ready", message, "server_error", headers={"Retry-After": str(RETRY_AFTER_S)})
@@ -108,13 +118,21 @@ def build_app(backend: Backend) -> web.Application:
     if WEB_DIR.is_dir():
         app.router.add_static("/web/", WEB_DIR, show_index=False, follow_symlinks=False)
     app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
     app.router.add_get(REALTIME_PATH, _realtime)
     app.router.add_post("/v1/realtime/client_secrets", _client_secrets)
     app.router.add_post("/v1/realtime/calls", _create_call)
     app.router.add_post("/v1/realtime/calls/{call_id}/hangup", _hangup)
     app.on_shutdown.append(_close_everything)
+    if backend.replica:
+        app.on_response_prepare.append(_name_replica)
     return app
+
+
+async def _name_replica(request: web.Request, response: web.StreamResponse) -> None:
+    """Which server answered (behind a load balancer): every answer, the WebSocket's 101 included."""
+    response.headers["X-Sub250-Replica"] = request.app[BACKEND].replica
 
 
 @web.middleware
@@ -210,6 +228,25 @@ async def close_connections(app: web.Application, code: int, reason: str) -> Non
             log.warning("a connection did not close cleanly: %r", result)
 
 
+def close_idle_connections(app: web.Application, code: int, reason: str) -> tuple[int, int]:
+    """Draining: close (``code``) every realtime connection and WebRTC call with nothing in flight (no turn being
+    spoken, transcribed or answered; everything sent). Returns (closed now, still busy)."""
+    closed = busy = 0
+    for transport in list(app[SOCKETS]):
+        if transport.idle:
+            transport.close_soon(code, reason)
+            closed += 1
+        else:
+            busy += 1
+    for call in list(app[BACKEND].calls.values()):
+        if call.idle:
+            call.close_soon(reason)
+            closed += 1
+        else:
+            busy += 1
+    return closed, busy
+
+
 async def _close_everything(app: web.Application) -> None:
     """Shutdown: open realtime connections are closed (1001), then open WebRTC calls."""
     await close_connections(app, 1001, "server shutting down")
@@ -226,14 +263,24 @@ async def _index(request: web.Request) -> web.StreamResponse:
 
 
 async def _healthz(request: web.Request) -> web.Response:
+    """Liveness: is the process serving? (A supervisor restarts it on 503; loading and draining are alive.)"""
     backend = request.app[BACKEND]
-    return web.json_response(backend.health(), status=200 if backend.ready else 503)
+    return web.json_response(backend.health(), status=200 if backend.live else 503)
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    """Readiness: may a new session open here? (A load balancer routes by it.)"""
+    backend = request.app[BACKEND]
+    return web.json_response(backend.health(), status=200 if backend.ready else 503,
+                             headers={"Cache-Control": "no-store"})
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    from prometheus_client import CONTENT_TYPE_LATEST
 
-    return web.Response(body=generate_latest(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+    from app.metrics.prometheus import exposition
+
+    return web.Response(body=exposition(request.app[BACKEND].replica), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 async def _client_secrets(request: web.Request) -> web.Response:

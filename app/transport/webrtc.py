@@ -352,6 +352,12 @@ class WebRTCCall:
 
     # --- teardown ------------------------------------------------------------------------------------
 
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight: no turn being spoken, transcribed or answered, every event written and the reply's
+        audio played out of the track."""
+        return not self.session.in_flight and len(self.outbox) == 0 and self.track.queued_ms() == 0
+
     def close_soon(self, reason: str) -> None:
         if self._closing is None:
             log.info("call %s: closing (%s)", self.id, reason)

@@ -79,6 +79,13 @@ class WebSocketTransport:
         self._pings: dict[bytes, asyncio.Future[int]] = {}  # payload -> when its PONG was read
         self._ping_ids = itertools.count(1)
         self._closing: asyncio.Task[None] | None = None
+        #: The session this connection carries, once it runs (draining asks it whether a turn is in flight).
+        self.session: Any = None
+
+    @property
+    def idle(self) -> bool:
+        """Nothing in flight: no turn being spoken, transcribed or answered, and every event written."""
+        return self.session is None or (not self.session.in_flight and len(self.outbox) == 0)
 
     # --- the session's transport ---------------------------------------------------------------------
 
@@ -194,6 +201,7 @@ async def serve_realtime(ws: web.WebSocketResponse, principal: Principal, shared
 async def _run_session(ws: web.WebSocketResponse, transport: WebSocketTransport, session: Any,
                        principal: Principal, limiter: KeyLimiter) -> None:
     inbox: asyncio.Queue[tuple[str | ProtocolError, int]] = asyncio.Queue(INBOX_FRAMES)
+    transport.session = session
     session.start()
     tasks = [asyncio.ensure_future(c) for c in (
         _read(ws, transport, inbox, limiter, principal),

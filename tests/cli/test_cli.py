@@ -105,17 +105,21 @@ def test_serve_starts_ingests_reports_ready_and_stops(settings, tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
             # serve restarted itself under jemalloc when the library is installed (same PID)
             allocator = "jemalloc" if ctypes.util.find_library("jemalloc") else "glibc"
-            assert json.load(resp) == {"status": "ready", "profile": "cpu-base", "allocator": allocator,
-                                       "webrtc_calls": 0}
+            assert json.load(resp) == {"status": "ready", "replica": socket.gethostname(), "profile": "cpu-base",
+                                       "allocator": allocator, "webrtc_calls": 0}
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as resp:
+            assert resp.status == 200 and resp.headers["X-Sub250-Replica"] == socket.gethostname()
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
             assert resp.status == 200
     finally:
         proc.send_signal(signal.SIGINT)
         try:
-            proc.wait(timeout=60)
+            rest, _ = proc.communicate(timeout=60)
+            out.append(rest)
         except subprocess.TimeoutExpired:
             proc.kill()
     assert proc.returncode == 0
+    assert any("drained in" in line and "0 cut short" in line for line in out), "".join(out[-20:])
 
 
 @pytest.mark.engines

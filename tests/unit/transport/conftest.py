@@ -28,6 +28,7 @@ class FakeSession:
         self.started = self.closed = False
         self.block: asyncio.Event | None = None  # set it: handle() waits on it (a busy session)
         self.configured: list[Any] = []
+        self.in_flight = False  # a turn under way (a draining server waits for it)
 
     def configure(self, session: Any, event_id: str | None = None) -> None:
         if session.get("instructions") == 5:  # stands for a field the real session refuses
@@ -80,9 +81,9 @@ async def make_server(sessions):
     """``await make_server(ready=True, host="127.0.0.1", **GatewayLimits fields)``: a listening Server."""
     servers: list[Server] = []
 
-    async def make(ready: bool = True, host: str = "127.0.0.1", **limits: Any) -> Server:
+    async def make(ready: bool = True, host: str = "127.0.0.1", replica: str = "", **limits: Any) -> Server:
         limits.setdefault("origins", ("http://allowed.example",))
-        srv = Server(host, 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(**limits))
+        srv = Server(host, 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(**limits), replica=replica)
         await srv.listen()
         if ready:
             srv.state, srv.shared = "ready", object()

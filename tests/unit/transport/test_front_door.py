@@ -40,7 +40,9 @@ async def test_http_and_websocket_share_the_port(make_server):
     srv = await make_server(ready=False)
     port = srv.port
     head, body = head_and_body(await raw(port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
-    assert head.startswith(b"HTTP/1.1 503") and body == {"status": "starting"}
+    assert head.startswith(b"HTTP/1.1 200") and body == {"status": "starting"}  # alive while loading
+    head, body = head_and_body(await raw(port, b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"))
+    assert head.startswith(b"HTTP/1.1 503") and body == {"status": "starting"}  # not ready
     head, body = head_and_body(await raw(port, b"GET /v1/realtime HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                                b"Connection: close\r\n\r\n"))
     assert head.startswith(b"HTTP/1.1 426") and body["error"]["code"] == "websocket_required"
