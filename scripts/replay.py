@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/replay.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY]
         [--corpus synthetic|real|all|PATH] [--sessions 1,2,4] [--turns 4 | --duration 60] [--speed 1.0]
-        [--compare baseline[,PROFILE...] [--baseline-url URL]] [--out reports/replay-...]
+        [--compare baseline[,PROFILE | LABEL=URL...] [--baseline-url URL]] [--out reports/replay-...]
 
 Streams each WAV (any rate; resampled here) at real-time pace through our SDK, waits for the reply, and
 writes turns.jsonl (every turn: marks, spans, transcript, reference, reply, errors, client clock),
@@ -100,6 +100,10 @@ async def main(args: argparse.Namespace) -> int:
         if name == "baseline" and args.baseline_url:
             configs.append(("baseline", args.baseline_url, args.baseline_key or args.key or default_key()))
             continue
+        if "=" in name:  # LABEL=URL: a server that runs already (same key unless --baseline-key)
+            label, _, curl = name.partition("=")
+            configs.append((label, curl, args.baseline_key or args.key or default_key()))
+            continue
         proc, curl = start_profile_server("cpu-baseline" if name == "baseline" else name)
         procs.append(proc)
         configs.append((name, curl, None))
@@ -181,7 +185,8 @@ if __name__ == "__main__":
     p.add_argument("--speed", type=float, default=1.0, help="stream audio this many times faster than real time")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
     p.add_argument("--compare", help="comma-separated comparison points, each run by a second server started "
-                   "here: 'baseline' (profile cpu-baseline) or a profile name, e.g. cpu-tiny-no-ngram")
+                   "here: 'baseline' (profile cpu-baseline) or a profile name, e.g. cpu-tiny-no-ngram; or LABEL=URL, a "
+                   "server that runs already (key: --baseline-key, else --key)")
     p.add_argument("--baseline-url")
     p.add_argument("--baseline-key")
     p.add_argument("--interleave", type=int, default=2, help="turns per session before switching configuration")
