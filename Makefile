@@ -12,6 +12,7 @@ serve: prepare
 
 test: install
 	@bash scripts/install-browser.sh
+	@bash scripts/install-fleet-tools.sh
 	@.venv/bin/python -m app models prepare
 	@.venv/bin/python -m pytest -ra
 
