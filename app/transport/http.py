@@ -230,15 +230,20 @@ async def close_connections(app: web.Application, code: int, reason: str) -> Non
 
 def close_idle_connections(app: web.Application, code: int, reason: str) -> tuple[int, int]:
     """Draining: close (``code``) every realtime connection and WebRTC call with nothing in flight (no turn being
-    spoken, transcribed or answered; everything sent). Returns (closed now, still busy)."""
+    spoken, transcribed or answered; everything sent). Returns (closed now, still busy); those already closing
+    count as neither."""
     closed = busy = 0
     for transport in list(app[SOCKETS]):
+        if transport.closing:
+            continue
         if transport.idle:
             transport.close_soon(code, reason)
             closed += 1
         else:
             busy += 1
     for call in list(app[BACKEND].calls.values()):
+        if call.closing:
+            continue
         if call.idle:
             call.close_soon(reason)
             closed += 1

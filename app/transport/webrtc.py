@@ -353,6 +353,11 @@ class WebRTCCall:
     # --- teardown ------------------------------------------------------------------------------------
 
     @property
+    def closing(self) -> bool:
+        """A hang-up has begun (:meth:`close_soon`)."""
+        return self._closing is not None
+
+    @property
     def idle(self) -> bool:
         """Nothing in flight: no turn being spoken, transcribed or answered, every event written and the reply's
         audio played out of the track."""

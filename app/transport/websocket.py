@@ -83,6 +83,11 @@ class WebSocketTransport:
         self.session: Any = None
 
     @property
+    def closing(self) -> bool:
+        """A close has begun (:meth:`close_soon`)."""
+        return self._closing is not None
+
+    @property
     def idle(self) -> bool:
         """Nothing in flight: no turn being spoken, transcribed or answered, and every event written."""
         return self.session is None or (not self.session.in_flight and len(self.outbox) == 0)

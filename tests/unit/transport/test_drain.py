@@ -97,3 +97,29 @@ async def test_a_server_still_loading_stays_unready_after_the_signal(make_server
     srv.stop_accepting()
     srv.attach(object())  # the engines finished loading after the SIGTERM
     assert srv.state == "draining" and not srv.ready and srv.live
+
+
+class _Connection:
+    def __init__(self, *, idle: bool, closing: bool = False) -> None:
+        self.idle, self.closing, self.closes = idle, closing, []
+
+    def close_soon(self, *args) -> None:
+        self.closes.append(args)
+        self.closing = True
+
+
+def test_each_connection_is_closed_and_counted_once():
+    from types import SimpleNamespace
+
+    from aiohttp import web
+
+    from app.transport import http
+
+    app = web.Application()
+    already, idle, busy = _Connection(idle=True, closing=True), _Connection(idle=True), _Connection(idle=False)
+    call = _Connection(idle=True)
+    app[http.SOCKETS] = {already, idle, busy}
+    app[http.BACKEND] = SimpleNamespace(calls={"rtc_1": call})
+    assert http.close_idle_connections(app, DRAIN_CLOSE_CODE, "bye") == (2, 1)
+    assert already.closes == [] and idle.closes == [(DRAIN_CLOSE_CODE, "bye")] and call.closes == [("bye",)]
+    assert http.close_idle_connections(app, DRAIN_CLOSE_CODE, "bye") == (0, 1)  # the next look: only the busy one
