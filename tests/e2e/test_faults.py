@@ -382,7 +382,7 @@ async def test_a_killed_llm_engine_fails_the_turn_turns_unhealthy_and_exits_for_
                     break
                 await asyncio.sleep(0.05)
             t_unhealthy = time.monotonic()
-            assert (status, body) == (503, {"status": "failed", "reason": "the LLM engine died"})
+            assert status == 503 and (body["status"], body["reason"]) == ("failed", "the LLM engine died"), body
             with pytest.raises(InvalidStatus) as refused:
                 async with connect(url):
                     pass
