@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/replay.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY]
         [--corpus synthetic|real|all|PATH] [--sessions 1,2,4] [--turns 4 | --duration 60] [--speed 1.0]
-        [--compare baseline[,PROFILE | LABEL=URL...] [--baseline-url URL]] [--out reports/replay-...]
+        [--compare baseline[,PROFILE | LABEL=URL...] [--baseline-url URL]] [--instructions TEXT] [--out reports/replay-...]
 
 Streams each WAV (any rate; resampled here) at real-time pace through our SDK, waits for the reply, and
 writes turns.jsonl (every turn: marks, spans, transcript, reference, reply, errors, client clock),
@@ -119,7 +119,8 @@ async def main(args: argparse.Namespace) -> int:
                         break
                     cfg = ReplayConfig(url=url, key=key, label=label, sessions=n, turns=min(step, args.turns - first),
                                        duration_s=args.duration, speed=args.speed, timeout_s=args.timeout,
-                                       first_turn=first)
+                                       first_turn=first,
+                                       session_update={"instructions": args.instructions} if args.instructions else {})
                     task = asyncio.ensure_future(run_replay(cfg, utts, sink, stop))
                     running[:] = [task]
                     try:
@@ -187,6 +188,8 @@ if __name__ == "__main__":
     p.add_argument("--compare", help="comma-separated comparison points, each run by a second server started "
                    "here: 'baseline' (profile cpu-baseline) or a profile name, e.g. cpu-tiny-no-ngram; or LABEL=URL, a "
                    "server that runs already (key: --baseline-key, else --key)")
+    p.add_argument("--instructions", help="the sessions' own instructions (session.update): the LLM then answers "
+                   "every question (the default profile's extractive answers apply to the default instructions only)")
     p.add_argument("--baseline-url")
     p.add_argument("--baseline-key")
     p.add_argument("--interleave", type=int, default=2, help="turns per session before switching configuration")

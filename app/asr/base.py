@@ -37,22 +37,24 @@ class ASREngine(ThreadedEngine, abc.ABC):
         """Load the model (blocking; call from a thread)."""
 
     @abc.abstractmethod
-    def transcribe(self, audio: np.ndarray, *, window: str | None = None) -> Transcript:
+    def transcribe(self, audio: np.ndarray, *, window: str | None = None, prompt: str | None = None) -> Transcript:
         """Transcribe float32 16 kHz mono audio (blocking, CPU-heavy: use :meth:`recognize` from async code).
-        ``window`` may ask for a faster, less accurate pass (engines that have none ignore it)."""
+        ``window`` may ask for a faster, less accurate pass (engines that have none ignore it); ``prompt``:
+        text that primes the recognizer (None: the engine's default, "": none)."""
 
     @property
     def busy(self) -> bool:
         """A transcription is running or waiting."""
         return self._lock.locked()
 
-    async def recognize(self, audio: np.ndarray, *, window: str | None = None) -> Transcript:
+    async def recognize(self, audio: np.ndarray, *, window: str | None = None,
+                        prompt: str | None = None) -> Transcript:
         """:meth:`transcribe` on the engine's thread, one call at a time. Cancelling a call that is still
         waiting for its turn means it never runs; cancelling one that runs returns at once, but the engine
         stays busy (and the next call waits) until the thread has really finished."""
         await self._lock.acquire()
         try:
-            running = asyncio.ensure_future(self.run(self.transcribe, audio, window=window))
+            running = asyncio.ensure_future(self.run(self.transcribe, audio, window=window, prompt=prompt))
         except BaseException:
             self._lock.release()
             raise

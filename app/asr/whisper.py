@@ -71,9 +71,10 @@ class WhisperASR(ASREngine):
             ) from None
         self.load_seconds = time.perf_counter() - t0
 
-    def transcribe(self, audio: np.ndarray, *, window: str | None = None) -> Transcript:
+    def transcribe(self, audio: np.ndarray, *, window: str | None = None, prompt: str | None = None) -> Transcript:
         """``window``: "30s" or "audio" for this call (default: the profile's). Partial transcripts use the
-        fast cut window; the final one the profile's."""
+        fast cut window; the final one the profile's. ``prompt``: Whisper's previous-text prompt, which primes
+        its vocabulary (names, terms); None: the profile's ``[asr] prompt``; "": none."""
         if self.model is None:
             raise RuntimeError("ASR model not loaded")
         t0 = time.perf_counter()
@@ -81,13 +82,14 @@ class WhisperASR(ASREngine):
         # Bound decoding: ~4 tokens/s of speech is generous; stops hallucinated repetition loops.
         max_new_tokens = int(min(224, 16 + audio_seconds * 6))
         window = window or self.cfg.get("window", "30s")
+        prompt = (str(self.cfg.get("prompt", "")) if prompt is None else prompt).strip()
         if window == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
-            text, no_speech = self._transcribe_cut(audio, max_new_tokens)
+            text, no_speech = self._transcribe_cut(audio, max_new_tokens, prompt)
         else:
             segments, _info = (self.full_model or self.model).transcribe(
                 audio, language="en", beam_size=int(self.cfg.get("beam_size", 1)), vad_filter=False,
                 condition_on_previous_text=False, without_timestamps=True, max_new_tokens=max_new_tokens,
-                temperature=0.0, chunk_length=30,
+                temperature=0.0, chunk_length=30, initial_prompt=prompt or None,
             )
             segments = list(segments)
             text = " ".join(s.text.strip() for s in segments).strip()
@@ -95,7 +97,7 @@ class WhisperASR(ASREngine):
         return Transcript(text=text, audio_seconds=audio_seconds, compute_seconds=time.perf_counter() - t0,
                           no_speech_prob=no_speech)
 
-    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int) -> tuple[str, float]:
+    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int, prompt: str = "") -> tuple[str, float]:
         """One encoder pass over the utterance plus padding (not Whisper's fixed 30 s), then greedy decoding.
 
         faster-whisper always pads the features to 3000 frames (30 s), and the encoder's cost grows with its
@@ -113,7 +115,10 @@ class WhisperASR(ASREngine):
             self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual,
                                         task="transcribe", language="en")
         tok = self._tokenizer
-        prompt = list(tok.sot_sequence)  # with timestamps: text the model places after the audio is dropped
+        # With timestamps (text the model places after the audio is dropped); a text prompt goes before, as
+        # Whisper's previous text (faster-whisper's own prompt layout).
+        previous = tok.encode(" " + prompt) if prompt else []
+        prompt = self.model.get_prompt(tok, previous, without_timestamps=False)
         result = self.model.model.generate(
             encoder_output, [prompt], beam_size=int(self.cfg.get("beam_size", 1)),
             max_length=len(prompt) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],

@@ -62,6 +62,9 @@ class SessionConfig:
     max_output_tokens: int = 96
     voice: str = "joe"
     transcription: bool = True
+    #: ``audio.input.transcription.prompt``: text that primes the recognizer (names, terms); None: the
+    #: profile's (``[asr] prompt``); "": none.
+    transcription_prompt: str | None = None
     #: sub250 extension (``session.sub250.speculative_turns``): prepare the reply at the first pause, before
     #: the turn is committed. None: the profile's choice (``[vad] speculate_after_ms``).
     speculative_turns: bool | None = None
@@ -99,7 +102,13 @@ class SessionConfig:
     def _audio_input_wire(self) -> dict[str, Any]:
         return {"format": {"type": "audio/pcm", "rate": INPUT_RATE},
                 "turn_detection": self.turn_detection.to_wire() if self.turn_detection else None,
-                "transcription": {"model": "whisper"} if self.transcription or self.transcription_only else None}
+                "transcription": self._transcription_wire() if self.transcription or self.transcription_only else None}
+
+    def _transcription_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"model": "whisper"}
+        if self.transcription_prompt is not None:
+            wire["prompt"] = self.transcription_prompt
+        return wire
 
     def updated(self, session: Any, event_id: str | None = None) -> "SessionConfig":
         """Apply a ``session.update`` payload; raise ProtocolError on the first bad field.
@@ -150,7 +159,7 @@ def _audio_format(fmt: Any, param: str, rate_hz: int, event_id: str | None) -> N
                                          "client", event_id, "unsupported_audio_format")
 
 
-#: ``audio.input.transcription`` fields checked (and ignored: the server has one recognizer).
+#: ``audio.input.transcription`` fields checked (and, but for ``prompt``, ignored: the server has one recognizer).
 _TRANSCRIPTION: dict[str, f.Check] = {
     "model": f.name, "language": f.name, "prompt": f.any_string,
     "languages": lambda v, p, e: f.array(v, p, e, of=f.name),
@@ -171,6 +180,8 @@ def _audio_input(inp: dict[str, Any], current: TurnDetection | None, event_id: s
         if tr is not None:
             f.checked(f.obj(tr, "session.audio.input.transcription", event_id),
                       "session.audio.input.transcription.", event_id, _TRANSCRIPTION)
+            if "prompt" in tr:
+                changes["transcription_prompt"] = tr["prompt"]
         changes["transcription"] = tr is not None
     return changes
 

@@ -38,6 +38,8 @@ class Listening:
     def __init__(self, asr: ASREngine, retriever: BaseRetriever | None, *, window: str,
                  send: Callable[[dict[str, Any]], None], spawn: Spawn) -> None:
         self.asr, self.retriever, self.window = asr, retriever, window
+        #: The session's ``audio.input.transcription.prompt`` (None: the profile's).
+        self.prompt: str | None = None
         self._send, self._spawn = send, spawn
         self._turn: UserTurn | None = None
         self._last_window = 0
@@ -69,7 +71,7 @@ class Listening:
 
     async def _transcribe(self, turn: UserTurn, audio: Any) -> None:
         try:
-            text = (await self.asr.recognize(audio, window=self.window)).text
+            text = (await self.asr.recognize(audio, window=self.window, prompt=self.prompt)).text
             if self._turn is turn and text:
                 self._send(ev.transcript_partial(turn.item_id, text, int(audio.size * 1000 / ASR_RATE)))
                 self._ahead(turn, text)

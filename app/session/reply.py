@@ -61,6 +61,8 @@ class ReplyOptions:
     max_tokens: int
     tools: tuple[t.FunctionTool, ...] = ()
     tool_choice: t.ToolChoice = t.AUTO
+    #: The session's transcription prompt for the caller's words this reply transcribes (None: the profile's).
+    transcription_prompt: str | None = None
 
     @property
     def audio(self) -> bool:
@@ -85,7 +87,7 @@ class ReplyOptions:
         return cls(instructions=(overrides and overrides.instructions) or config.instructions,
                    modalities=(overrides and overrides.output_modalities) or config.output_modalities,
                    max_tokens=(overrides and overrides.max_output_tokens) or config.max_output_tokens,
-                   tools=tools, tool_choice=choice)
+                   tools=tools, tool_choice=choice, transcription_prompt=config.transcription_prompt)
 
 
 class Reply:
@@ -232,7 +234,7 @@ class Reply:
         if self.audio is None:
             return turn.transcript or ""
         try:
-            text = await stages.transcribe(self.stack.asr, self.audio, turn.timeline)
+            text = await stages.transcribe(self.stack.asr, self.audio, turn.timeline, self.options.transcription_prompt)
         except stages.TranscriptionFailed as exc:
             self._say(ev.transcription_failed(turn.item_id, exc.message))
             raise

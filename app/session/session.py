@@ -156,6 +156,7 @@ class RealtimeSession:
                                 f"profile {self.stack.profile.name!r} has none ([turn]): use server_vad",
                                 param="session.audio.input.turn_detection.type", event_id=event_id)
         self.config = config
+        self.listening.prompt = config.transcription_prompt
         self.detector.configure(self.config.turn_detection)
         td = self.config.turn_detection
         if self._suspect is not None and (td is None or not td.interrupt_response):
@@ -252,7 +253,8 @@ class RealtimeSession:
 
     async def _run_check(self, check: InterruptionCheck, audio: np.ndarray, end: int) -> None:
         try:
-            transcript = await self.stack.asr.recognize(audio, window=self.tuning.partial_window)
+            # no prompt: primed with names, Whisper "hears" them in a cough
+            transcript = await self.stack.asr.recognize(audio, window=self.tuning.partial_window, prompt="")
         except Exception:
             # unsure: treat it as the caller's words (the barge-in of old), never as a cough
             log.warning("session %s: checking an interruption failed", self.config.id, exc_info=True)
@@ -403,7 +405,8 @@ class RealtimeSession:
     async def _transcribe_only(self, turn: UserTurn, audio: np.ndarray) -> None:
         self._transcribing += 1
         try:
-            turn.transcript = text = await stages.transcribe(self.stack.asr, audio, turn.timeline)
+            turn.transcript = text = await stages.transcribe(self.stack.asr, audio, turn.timeline,
+                                                             self.config.transcription_prompt)
         except stages.TranscriptionFailed as exc:
             self.transport.send(ev.transcription_failed(turn.item_id, exc.message))
             return

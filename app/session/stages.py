@@ -54,15 +54,16 @@ class TranscriptionFailed(Exception):
         self.message = message
 
 
-async def transcribe(asr: ASREngine, audio: np.ndarray, timeline: TurnTimeline) -> str:
-    """The final transcript (empty for less than one VAD window of audio); marks ``asr_final``. A recognizer
-    failure is logged under an error id and raised as :class:`TranscriptionFailed`."""
+async def transcribe(asr: ASREngine, audio: np.ndarray, timeline: TurnTimeline, prompt: str | None = None) -> str:
+    """The final transcript (empty for less than one VAD window of audio); marks ``asr_final``. ``prompt``: the
+    session's transcription prompt (None: the profile's). A recognizer failure is logged under an error id and
+    raised as :class:`TranscriptionFailed`."""
     try:
         if audio.size < WINDOW:
             text = ""
         else:
             t0 = now_ns()
-            transcript = await asr.recognize(audio)
+            transcript = await asr.recognize(audio, prompt=prompt)
             wall_ms = (now_ns() - t0) / 1e6
             text = transcript.text
             # where the final transcript's time went: waiting for the engine (another call holds it) vs its run

@@ -53,3 +53,15 @@ async def test_cut_window_is_faster_and_still_hears_speech(stack):
     short = await asyncio.to_thread(cut.transcribe, audio)
     assert "filter" in short.text.lower() and "nine months" in normalize(short.text).replace("9", "nine")
     assert short.compute_seconds < full.compute_seconds
+
+
+@pytest.mark.parametrize("window", ["audio", "30s"])
+async def test_a_prompt_primes_the_names_on_both_windows(stack, speak, window):
+    """Whisper's previous-text prompt (``audio.input.transcription.prompt``, ``[asr] prompt``): the question is still
+    transcribed whole, and the primed name is spelled as the prompt spells it."""
+    audio = load_audio(str(speak("Does the Halden Aero need a Wi-Fi connection?")))
+    plain = await asyncio.to_thread(stack.asr.transcribe, audio, window=window, prompt="")
+    primed = await asyncio.to_thread(stack.asr.transcribe, audio, window=window, prompt="Halden Aero, Care+, PetGuard.")
+    print(f"{window}: unprimed {plain.text!r}, primed {primed.text!r}")
+    text = normalize(primed.text)
+    assert "halden aero" in text and "wi fi" in text.replace("-", " ") and "connection" in text

@@ -66,7 +66,7 @@ class GatedASR(ASREngine):
     def load(self):
         pass
 
-    def transcribe(self, audio, *, window=None):
+    def transcribe(self, audio, *, window=None, prompt=None):
         with self._count:
             self.running += 1
             self.most = max(self.most, self.running)
@@ -109,7 +109,7 @@ async def test_recognize_runs_on_the_engines_thread():
     asr = GatedASR()
     asr.gate.set()
     seen = []
-    asr.transcribe = lambda audio, window=None: seen.append(threading.current_thread().name) or SimpleNamespace(text="")
+    asr.transcribe = lambda audio, window=None, prompt=None: seen.append(threading.current_thread().name) or SimpleNamespace(text="")
     await asr.recognize(np.zeros(1, dtype=np.float32))
     assert seen and seen[0].startswith("asr")
     asr.close_threads()

@@ -136,3 +136,13 @@ def test_semantic_vad_round_trips_in_the_ga_shape():
                             "interrupt_response": False}
     back = cfg.updated({"audio": {"input": {"turn_detection": {"type": "server_vad"}}}})
     assert back.turn_detection.to_wire()["type"] == "server_vad"
+
+
+def test_the_transcription_prompt_is_kept_and_said_back():
+    from app.protocol import SessionConfig
+
+    c = SessionConfig().updated({"audio": {"input": {"transcription": {"model": "whisper-1", "prompt": "Halden Aero"}}}})
+    assert c.transcription_prompt == "Halden Aero"
+    assert c.to_wire()["audio"]["input"]["transcription"] == {"model": "whisper", "prompt": "Halden Aero"}
+    assert SessionConfig().transcription_prompt is None  # the profile's
+    assert "prompt" not in SessionConfig().to_wire()["audio"]["input"]["transcription"]

@@ -45,6 +45,7 @@ class FakeASR(ASREngine):
         super().__init__()
         self.calls = []
         self.windows = []
+        self.prompts = []
         self.texts = list(texts) if texts else ["how often do I change the filter"]
         self.gate = gate
         self.entered = threading.Event()
@@ -52,12 +53,13 @@ class FakeASR(ASREngine):
     def load(self):
         pass
 
-    def transcribe(self, audio, *, window=None):
+    def transcribe(self, audio, *, window=None, prompt=None):
         self.entered.set()
         if self.gate is not None:
             assert self.gate.wait(5), "the test never opened the ASR gate"
         self.calls.append(audio.size)
         self.windows.append(window)
+        self.prompts.append(prompt)
         text = self.texts[min(len(self.calls), len(self.texts)) - 1]
         if isinstance(text, Exception):
             raise text

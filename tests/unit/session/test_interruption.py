@@ -89,6 +89,7 @@ async def test_a_cough_over_the_reply_pauses_it_then_the_reply_plays_on_unseen_b
     assert done["response"]["status"] == "completed"
     assert t.pauses == [(rid, True), (rid, False)]
     assert stack.asr.calls, "the sound was checked for words"
+    assert set(stack.asr.prompts[-len(stack.asr.calls):]) == {""}, "checks run unprimed (a primed Whisper hears names)"
     types = t.types()
     # only our own events say what happened: paused at the sound, resumed after it (standard clients ignore them)
     assert [e["type"] for e in t.sent if e["type"].startswith("sub250.reply.")] == \

@@ -367,3 +367,16 @@ async def test_speech_before_the_idle_timeout_disarms_it():
     await feed(session, speech(0.5))  # the caller speaks again (and is still speaking)
     await asyncio.sleep(0.5)
     assert "input_audio_buffer.timeout_triggered" not in t.types()
+
+
+async def test_the_transcription_prompt_primes_partials_and_the_final_transcript():
+    session, t, stack = make_session()
+    session.configure({"type": "realtime", "audio": {"input": {"transcription": {
+        "model": "whisper-1", "prompt": "Halden Aero, Care+"}}}})
+    await feed(session, silence(0.3) + speech(1.6) + silence(0.8))
+    assert (await wait_for(t, "response.done"))[0]["response"]["status"] == "completed"
+    finals = [p for p, w in zip(stack.asr.prompts, stack.asr.windows) if w is None]
+    partials = [p for p, w in zip(stack.asr.prompts, stack.asr.windows) if w is not None]
+    assert finals and set(finals) == {"Halden Aero, Care+"}
+    assert set(partials) <= {"Halden Aero, Care+"}
+    assert session.config.to_wire()["audio"]["input"]["transcription"]["prompt"] == "Halden Aero, Care+"
