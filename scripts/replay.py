@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/replay.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY]
         [--corpus synthetic|real|all|PATH] [--sessions 1,2,4] [--turns 4 | --duration 60] [--speed 1.0]
-        [--compare baseline[,PROFILE | LABEL=URL...] [--baseline-url URL]] [--instructions TEXT] [--out reports/replay-...]
+        [--compare baseline[,PROFILE | LABEL=URL...] [--baseline-url URL]] [--instructions TEXT] [--session JSON] [--out reports/replay-...]
 
 Streams each WAV (any rate; resampled here) at real-time pace through our SDK, waits for the reply, and
 writes turns.jsonl (every turn: marks, spans, transcript, reference, reply, errors, client clock),
@@ -94,6 +94,9 @@ async def main(args: argparse.Namespace) -> int:
               f"{'' if record['status'] == 'completed' else ' (' + record['status'] + ')'}, ttft p50 "
               f"{'-' if p50 is None else f'{p50:.0f}'} ms, {time.monotonic() - t_start:.0f} s", file=sys.stderr)
 
+    session_update: dict = json.loads(args.session) if args.session else {}
+    if args.instructions:
+        session_update["instructions"] = args.instructions
     procs: list[subprocess.Popen] = []
     configs = [("normal", args.url, args.key or default_key())]
     for name in [c.strip() for c in (args.compare or "").split(",") if c.strip()]:
@@ -120,7 +123,7 @@ async def main(args: argparse.Namespace) -> int:
                     cfg = ReplayConfig(url=url, key=key, label=label, sessions=n, turns=min(step, args.turns - first),
                                        duration_s=args.duration, speed=args.speed, timeout_s=args.timeout,
                                        first_turn=first,
-                                       session_update={"instructions": args.instructions} if args.instructions else {})
+                                       session_update=session_update)
                     task = asyncio.ensure_future(run_replay(cfg, utts, sink, stop))
                     running[:] = [task]
                     try:
@@ -190,6 +193,8 @@ if __name__ == "__main__":
                    "server that runs already (key: --baseline-key, else --key)")
     p.add_argument("--instructions", help="the sessions' own instructions (session.update): the LLM then answers "
                    "every question (the default profile's extractive answers apply to the default instructions only)")
+    p.add_argument("--session", help="a JSON session object every session sends first (session.update), e.g. "
+                   "'{\"sub250\": {\"speculative_turns\": false}}'")
     p.add_argument("--baseline-url")
     p.add_argument("--baseline-key")
     p.add_argument("--interleave", type=int, default=2, help="turns per session before switching configuration")
