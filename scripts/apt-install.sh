@@ -13,6 +13,8 @@ if [ "$(id -u)" != 0 ]; then
   command -v sudo >/dev/null 2>&1 || { echo "$who: run as root or install sudo (apt-get install $*)" >&2; exit 1; }
   SUDO=sudo
 fi
-echo "$who: installing Debian's $* (once)"
+packages=()
+for arg in "$@"; do [[ $arg == -* ]] || packages+=("$arg"); done
+echo "$who: installing Debian's ${packages[*]} (once)"
 $SUDO apt-get update -qq || echo "$who: apt-get update failed; trying the package lists we have" >&2
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$@" >/dev/null
