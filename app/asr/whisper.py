@@ -30,12 +30,6 @@ from app.audio.rates import ASR_RATE
 from app.errors import ModelError
 
 
-#: Whisper reads only the last 223 tokens of a prompt (faster-whisper's ``get_prompt``: half its 448-token
-#: context), so only this many of its last characters are tokenized - not all of a client's 32 KB again on every
-#: partial and final (an English token is ~4 characters: the same last tokens).
-PROMPT_TAIL_CHARS = 4000
-
-
 class WhisperASR(ASREngine):
     name = "faster-whisper"
 
@@ -88,7 +82,7 @@ class WhisperASR(ASREngine):
         # Bound decoding: ~4 tokens/s of speech is generous; stops hallucinated repetition loops.
         max_new_tokens = int(min(224, 16 + audio_seconds * 6))
         window = window or self.cfg.get("window", "30s")
-        prompt = (str(self.cfg.get("prompt", "")) if prompt is None else prompt).strip()[-PROMPT_TAIL_CHARS:]
+        prompt = (str(self.cfg.get("prompt", "")) if prompt is None else prompt).strip()
         if window == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
             text, no_speech = self._transcribe_cut(audio, max_new_tokens, prompt)
         else:
