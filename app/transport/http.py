@@ -24,7 +24,6 @@ sends no complete request within :data:`IDLE_TIMEOUT_S` is dropped.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from pathlib import Path
 from typing import Any, Protocol
@@ -233,14 +232,20 @@ def close_idle_connections(app: web.Application, code: int, reason: str) -> tupl
     """Draining: close (``code``) every realtime connection and WebRTC call with nothing in flight (no turn being
     spoken, transcribed or answered; everything sent). Returns (closed now, still busy); those already closing
     count as neither."""
-    connections = [(t, functools.partial(t.close_soon, code, reason)) for t in app[SOCKETS]]
-    connections += [(call, functools.partial(call.close_soon, reason)) for call in app[BACKEND].calls.values()]
     closed = busy = 0
-    for connection, close in connections:
-        if connection.closing:
+    for transport in list(app[SOCKETS]):
+        if transport.closing:
             continue
-        if connection.idle:
-            close()
+        if transport.idle:
+            transport.close_soon(code, reason)
+            closed += 1
+        else:
+            busy += 1
+    for call in list(app[BACKEND].calls.values()):
+        if call.closing:
+            continue
+        if call.idle:
+            call.close_soon(reason)
             closed += 1
         else:
             busy += 1
