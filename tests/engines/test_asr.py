@@ -2,6 +2,7 @@
 (tests/data/audio)."""
 
 import asyncio
+import difflib
 import json
 
 import jiwer
@@ -55,13 +56,27 @@ async def test_cut_window_is_faster_and_still_hears_speech(stack):
     assert short.compute_seconds < full.compute_seconds
 
 
+def name_likeness(text: str, name: str) -> float:
+    """How close the transcript comes to spelling ``name``: the best difflib ratio over its runs of as many words."""
+    words, n = text.split(), len(name.split())
+    runs = [" ".join(words[i : i + n]) for i in range(max(1, len(words) - n + 1))]
+    return max(difflib.SequenceMatcher(None, run, name).ratio() for run in runs)
+
+
 @pytest.mark.parametrize("window", ["audio", "30s"])
 async def test_a_prompt_primes_the_names_on_both_windows(stack, speak, window):
     """Whisper's previous-text prompt (``audio.input.transcription.prompt``, ``[asr] prompt``): the question is still
-    transcribed whole, and the primed name is spelled as the prompt spells it."""
+    transcribed whole, and the primed name comes out spelled (nearly) as the prompt spells it, at least as close as
+    without the prompt.
+
+    Not an exact match: the int8 kernels differ by CPU, and a CI machine heard "Halben Aero" with the prompt
+    ("Halbin-Aaronita" without it) where this one hears "Halden Aero". A prompt that was dropped gives the unprimed
+    transcript, which on the cut window is far off (likeness ~0.6 < 0.8)."""
     audio = load_audio(str(speak("Does the Halden Aero need a Wi-Fi connection?")))
     plain = await asyncio.to_thread(stack.asr.transcribe, audio, window=window, prompt="")
     primed = await asyncio.to_thread(stack.asr.transcribe, audio, window=window, prompt="Halden Aero, Care+, PetGuard.")
-    print(f"{window}: unprimed {plain.text!r}, primed {primed.text!r}")
-    text = normalize(primed.text)
-    assert "halden aero" in text and "wi fi" in text.replace("-", " ") and "connection" in text
+    text, unprimed = normalize(primed.text), normalize(plain.text)
+    likeness, before = name_likeness(text, "halden aero"), name_likeness(unprimed, "halden aero")
+    print(f"{window}: unprimed {plain.text!r} ({before:.2f}), primed {primed.text!r} ({likeness:.2f})")
+    assert "aero" in text.split() and likeness >= 0.8 and likeness >= before
+    assert "wi fi" in text.replace("-", " ") and "connection" in text
