@@ -27,14 +27,22 @@ import numpy as np
 
 from app.asr.base import ASREngine, Transcript
 from app.audio.rates import ASR_RATE
-from app.errors import ModelError
+from app.errors import ConfigError, ModelError
+
+#: ``[asr] scheduling``: how waiting calls of all sessions get the engine (app/asr/base.py's Need).
+SCHEDULING = ("need", "arrival")
 
 
 class WhisperASR(ASREngine):
     name = "faster-whisper"
 
     def __init__(self, model: Path | str, cfg: dict[str, Any]) -> None:
-        super().__init__()
+        scheduling = cfg.get("scheduling", "need")
+        if scheduling not in SCHEDULING:
+            raise ConfigError(f"[asr] scheduling = {scheduling!r} is not one of {sorted(SCHEDULING)}",
+                              '"need" serves committed finals first; "arrival" serves every call in turn')
+        super().__init__(fifo=scheduling == "arrival")
+        self.scheduling = scheduling
         self.model_ref = model
         self.cfg = cfg
         self.model: Any = None
@@ -152,6 +160,7 @@ class WhisperASR(ASREngine):
             "engine": f"faster-whisper {faster_whisper.__version__} / ctranslate2 {ctranslate2.__version__}",
             "model": str(self.model_ref),
             "compute_type": self.cfg.get("compute_type", "int8"),
+            "scheduling": self.scheduling,
         }
 
 

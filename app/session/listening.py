@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from app.asr.base import ASREngine
+from app.asr.base import ASREngine, Need
 from app.audio.endpointing import WINDOW_MS
 from app.audio.rates import ASR_RATE
 from app.metrics.timeline import now_ns
@@ -71,7 +71,7 @@ class Listening:
 
     async def _transcribe(self, turn: UserTurn, audio: Any) -> None:
         try:
-            text = (await self.asr.recognize(audio, window=self.window, prompt=self.prompt)).text
+            text = (await self.asr.recognize(audio, window=self.window, prompt=self.prompt, need=Need.PARTIAL)).text
             if self._turn is turn and text:
                 self._send(ev.transcript_partial(turn.item_id, text, int(audio.size * 1000 / ASR_RATE)))
                 self._ahead(turn, text)

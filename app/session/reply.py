@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from app import logs
+from app.asr.base import Need
 from app.audio.rates import OUTPUT_RATE
 from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
@@ -228,13 +229,18 @@ class Reply:
                                 exc_info=True)
             self._end(status, error)
 
+    def _need(self) -> Need:
+        """How urgent this reply's transcript is: committed work once live, speculative while held."""
+        return Need.FINAL if self.state is ReplyState.LIVE else Need.AHEAD
+
     async def _question(self) -> str:
         """The caller's words: transcribed now (a spoken turn) or already known (text)."""
         turn = self.turn
         if self.audio is None:
             return turn.transcript or ""
         try:
-            text = await stages.transcribe(self.stack.asr, self.audio, turn.timeline, self.options.transcription_prompt)
+            text = await stages.transcribe(self.stack.asr, self.audio, turn.timeline, self.options.transcription_prompt,
+                                           need=self._need)
         except stages.TranscriptionFailed as exc:
             self._say(ev.transcription_failed(turn.item_id, exc.message))
             raise

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from app import logs
+from app.asr.base import Need
 from app.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
 from app.audio.rates import INPUT_RATE
 from app.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
@@ -254,7 +255,8 @@ class RealtimeSession:
     async def _run_check(self, check: InterruptionCheck, audio: np.ndarray, end: int) -> None:
         try:
             # no prompt: primed with names, Whisper "hears" them in a cough
-            transcript = await self.stack.asr.recognize(audio, window=self.tuning.partial_window, prompt="")
+            transcript = await self.stack.asr.recognize(audio, window=self.tuning.partial_window, prompt="",
+                                                        need=Need.INTERRUPTION)
         except Exception:
             # unsure: treat it as the caller's words (the barge-in of old), never as a cough
             log.warning("session %s: checking an interruption failed", self.config.id, exc_info=True)

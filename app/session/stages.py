@@ -17,7 +17,7 @@ import numpy as np
 
 from app.answer.answerer import Answerer
 from app.answer.policy import AnswerPolicy
-from app.asr.base import ASREngine
+from app.asr.base import ASREngine, Need
 from app.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32
 from app.audio.rates import OUTPUT_RATE
 from app.audio.vad import WINDOW
@@ -54,16 +54,18 @@ class TranscriptionFailed(Exception):
         self.message = message
 
 
-async def transcribe(asr: ASREngine, audio: np.ndarray, timeline: TurnTimeline, prompt: str | None = None) -> str:
+async def transcribe(asr: ASREngine, audio: np.ndarray, timeline: TurnTimeline, prompt: str | None = None,
+                     need: Need | Callable[[], Need] = Need.FINAL) -> str:
     """The final transcript (empty for less than one VAD window of audio); marks ``asr_final``. ``prompt``: the
-    session's transcription prompt (None: the profile's). A recognizer failure is logged under an error id and
-    raised as :class:`TranscriptionFailed`."""
+    session's transcription prompt (None: the profile's); ``need``: how urgent it is beside other sessions' calls
+    (a reply prepared at a pause is :attr:`Need.AHEAD` until committed). A recognizer failure is logged under an
+    error id and raised as :class:`TranscriptionFailed`."""
     try:
         if audio.size < WINDOW:
             text = ""
         else:
             t0 = now_ns()
-            transcript = await asr.recognize(audio, prompt=prompt)
+            transcript = await asr.recognize(audio, prompt=prompt, need=need)
             wall_ms = (now_ns() - t0) / 1e6
             text = transcript.text
             # where the final transcript's time went: waiting for the engine (another call holds it) vs its run

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.asr.base import ASREngine
+from app.asr.base import ASREngine, Need
 from app.engine import ThreadedEngine
 
 
@@ -54,8 +54,8 @@ async def test_run_raises_what_the_call_raised():
 class GatedASR(ASREngine):
     """Each transcription waits for ``gate``; records the audio size and how many run at once."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, fifo=False):
+        super().__init__(fifo=fifo)
         self.gate = threading.Event()
         self.entered = threading.Event()
         self.calls = []
@@ -145,3 +145,56 @@ async def test_busy_stays_true_while_a_cancelled_transcription_still_runs():
         asr.gate.set()
         await asr.run(lambda: None)
         asr.close_threads()
+
+
+async def queue_behind_a_running_call(asr, *needs):
+    """One call runs (held at the gate); then one call per need queues, audio sizes 1, 2, ... in that order."""
+    running = asyncio.ensure_future(asr.recognize(np.zeros(100, dtype=np.float32)))
+    await wait_until(asr.entered.is_set)
+    waiting = [asyncio.ensure_future(asr.recognize(np.zeros(k, dtype=np.float32), need=need))
+               for k, need in enumerate(needs, start=1)]
+    await asyncio.sleep(0.01)
+    return [running, *waiting]
+
+
+async def test_waiting_calls_are_served_most_urgent_first_then_by_arrival():
+    asr = GatedASR()
+    calls = await queue_behind_a_running_call(asr, Need.PARTIAL, Need.AHEAD, Need.FINAL, Need.INTERRUPTION,
+                                              Need.FINAL)
+    asr.gate.set()
+    await asyncio.gather(*calls)
+    assert [size for size, _ in asr.calls] == [100, 3, 5, 4, 2, 1]
+    assert asr.most == 1
+    asr.close_threads()
+
+
+async def test_a_callable_need_is_read_when_the_engine_frees():
+    """A reply prepared at a pause asks as AHEAD; committed while it waits, it is served as FINAL."""
+    asr = GatedASR()
+    state = {"need": Need.AHEAD}
+    calls = await queue_behind_a_running_call(asr, Need.INTERRUPTION, lambda: state["need"])
+    state["need"] = Need.FINAL
+    asr.gate.set()
+    await asyncio.gather(*calls)
+    assert [size for size, _ in asr.calls] == [100, 2, 1]
+    asr.close_threads()
+
+
+async def test_arrival_scheduling_serves_in_turn_whatever_the_need():
+    """``[asr] scheduling = "arrival"``: the order before Need, kept to compare against."""
+    asr = GatedASR(fifo=True)
+    calls = await queue_behind_a_running_call(asr, Need.PARTIAL, Need.AHEAD, Need.FINAL)
+    asr.gate.set()
+    await asyncio.gather(*calls)
+    assert [size for size, _ in asr.calls] == [100, 1, 2, 3]
+    asr.close_threads()
+
+
+def test_whisper_scheduling_is_need_or_arrival():
+    from app.asr.whisper import WhisperASR
+    from app.errors import ConfigError
+
+    assert WhisperASR("model", {}).scheduling == "need"
+    assert WhisperASR("model", {"scheduling": "arrival"}).scheduling == "arrival"
+    with pytest.raises(ConfigError, match="scheduling"):
+        WhisperASR("model", {"scheduling": "fastest"})

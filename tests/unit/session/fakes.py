@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from app.asr.base import ASREngine, Transcript
+from app.asr.base import ASREngine, Need, Transcript
 from app.errors import EngineError
 from app.llm.base import TokenDelta
 from app.metrics.timeline import now_ns
@@ -46,12 +46,18 @@ class FakeASR(ASREngine):
         self.calls = []
         self.windows = []
         self.prompts = []
+        #: The ``need`` of each ``recognize`` call, as given (a callable stays one: the test reads it).
+        self.needs = []
         self.texts = list(texts) if texts else ["how often do I change the filter"]
         self.gate = gate
         self.entered = threading.Event()
 
     def load(self):
         pass
+
+    async def recognize(self, audio, *, window=None, prompt=None, need=Need.FINAL):
+        self.needs.append(need)
+        return await super().recognize(audio, window=window, prompt=prompt, need=need)
 
     def transcribe(self, audio, *, window=None, prompt=None):
         self.entered.set()

@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from app.asr.base import Transcript
+from app.asr.base import Need, Transcript
 from app.audio.endpointing import WINDOW_MS
 from app.protocol import parse_client_event
 from app.session.interruption import InterruptionCheck, InterruptionOptions, Verdict, takes_the_turn, words
@@ -90,6 +90,7 @@ async def test_a_cough_over_the_reply_pauses_it_then_the_reply_plays_on_unseen_b
     assert t.pauses == [(rid, True), (rid, False)]
     assert stack.asr.calls, "the sound was checked for words"
     assert set(stack.asr.prompts[-len(stack.asr.calls):]) == {""}, "checks run unprimed (a primed Whisper hears names)"
+    assert Need.INTERRUPTION in stack.asr.needs, "a check goes before other sessions' partials and held replies"
     types = t.types()
     # only our own events say what happened: paused at the sound, resumed after it (standard clients ignore them)
     assert [e["type"] for e in t.sent if e["type"].startswith("sub250.reply.")] == \

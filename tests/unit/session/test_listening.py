@@ -6,6 +6,7 @@ import threading
 
 import numpy as np
 
+from app.asr.base import Need
 from app.audio.endpointing import WINDOW_MS
 from app.audio.vad import WINDOW
 from app.metrics.timeline import now_ns
@@ -73,6 +74,7 @@ async def test_a_partial_only_after_enough_new_speech():
     assert rig.partials() == [{"type": "sub250.transcript.partial", "event_id": rig.partials()[0]["event_id"],
                                "item_id": "item_1", "text": "how often", "audio_ms": int(EVERY * WINDOW_MS)}]
     assert rig.asr.calls == [EVERY * WINDOW] and rig.asr.windows == ["audio"]
+    assert rig.asr.needs == [Need.PARTIAL], "a partial waits behind every other call of the recognizer"
     assert turn.partials == ["how often"]
     rig.speak(EVERY - 1)  # counted from the last partial
     assert len(rig.spawned) == 1

@@ -1,10 +1,14 @@
 """Speculation: the reply held at the caller's first pause, adopted at the commit or thrown away."""
 
 import asyncio
+import threading
 from dataclasses import replace
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
+
+from app.asr.base import Need
 
 from app.metrics.timeline import now_ns
 from app.protocol.session_config import SessionConfig
@@ -41,11 +45,12 @@ class Held:
         self.stack = SimpleNamespace(asr=FakeASR(), retriever=FakeRetriever(), llm=FakeLLM(abort_on_close=False),
                                      tts=FakeTTS(), picker=None)
 
-    def reply(self, turn: UserTurn, rid: str) -> Reply:
-        self.conversation.add(Item(turn.item_id, "user", "input_text", turn.transcript))
+    def reply(self, turn: UserTurn, rid: str, audio=None) -> Reply:
+        self.conversation.add(Item(turn.item_id, "user", "input_audio" if audio is not None else "input_text",
+                                   turn.transcript))
         reply = Reply(turn, ReplyOptions("Be brief.", ("text",), 32), stack=self.stack, tuning=PipelineTuning(),
                       conversation=self.conversation, output=ReplyOutput(self.t, rid, f"item_{rid}", held=True),
-                      stats=self.stats, conversation_id="sess_1", started_ns=now_ns())
+                      stats=self.stats, conversation_id="sess_1", started_ns=now_ns(), audio=audio)
         reply.start(self.tasks.spawn)
         return reply
 
@@ -127,3 +132,21 @@ async def test_a_new_hold_after_a_discard_is_adopted():
     assert spec.commit(t, now_ns()) is True
     assert [e["response"]["id"] for e in h.t.of("response.done")] == ["resp_2"]
     assert all(c[2] in (None, "resp_2") for c in h.t.calls if c[0] == "event")
+
+
+async def test_a_held_replys_transcript_is_speculative_work_until_the_commit_adopts_it():
+    """Beside other sessions' calls on the shared recognizer (app/asr/base.py's Need): AHEAD while held, FINAL
+    once committed, read when the engine frees, so a reply committed while it waits is served as committed."""
+    h, spec = Held(), Speculation()
+    h.stack.asr.gate = gate = threading.Event()
+    t = turn("item_1")
+    reply = h.reply(t, "resp_1", audio=np.zeros(16000, dtype=np.float32))
+    spec.hold(reply)
+    await asyncio.wait_for(asyncio.to_thread(h.stack.asr.entered.wait, 5), 6)
+    (need,) = h.stack.asr.needs
+    assert need() is Need.AHEAD
+    assert spec.commit(t, now_ns()) is True
+    assert need() is Need.FINAL
+    gate.set()
+    await ended(reply)
+    assert reply.state is ReplyState.DONE
