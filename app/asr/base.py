@@ -1,6 +1,7 @@
 """The ASR interface: a blocking ``transcribe`` each engine implements, and ``recognize``, the async call the
-session uses: one transcription at a time per engine, on the engine's own thread, the most urgent waiting call of
-every session first (:class:`Need`)."""
+session uses: ``workers`` transcriptions at a time per engine (one by default), on the engine's own threads, the
+most urgent waiting call of every session first (:class:`Need`); with two or more, partials never take the last
+one, so a final never waits behind a partial."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.engine import ThreadedEngine
-from app.priority_lock import PriorityLock
+from app.priority_slots import PrioritySlots
 
 
 class Need(enum.IntEnum):
@@ -45,11 +46,14 @@ class Transcript:
 class ASREngine(ThreadedEngine, abc.ABC):
     name = "asr"
 
-    def __init__(self, *, fifo: bool = False) -> None:
-        super().__init__(workers=1)
-        # One Whisper call at a time: partials skip when it is busy, the rest wait, served by Need
-        # (``fifo``: by arrival only, the scheduling before Need: profile ``[asr] scheduling = "arrival"``).
-        self._lock = PriorityLock(fifo=fifo)
+    def __init__(self, *, workers: int = 1, fifo: bool = False) -> None:
+        super().__init__(workers=workers)
+        # ``workers`` calls at once (the engine must run that many in parallel): partials skip when none is free
+        # for them, the rest wait, served by Need (``fifo``: by arrival only, the scheduling before Need:
+        # profile ``[asr] scheduling = "arrival"``).
+        self._slots = PrioritySlots(workers, fifo=fifo)
+        #: Slots a partial leaves free for urgent calls: the last one, when there are two or more.
+        self._partial_leaves = 1 if workers > 1 else 0
 
     @abc.abstractmethod
     def load(self) -> None:
@@ -63,20 +67,21 @@ class ASREngine(ThreadedEngine, abc.ABC):
 
     @property
     def busy(self) -> bool:
-        """A transcription is running or waiting."""
-        return self._lock.locked() or self._lock.waiting > 0
+        """No slot for a partial now: a transcription is running (with two or more slots: as many as partials
+        may leave free) or waiting."""
+        return not self._slots.free(self._partial_leaves)
 
     async def recognize(self, audio: np.ndarray, *, window: str | None = None, prompt: str | None = None,
                         need: Need | Callable[[], Need] = Need.FINAL) -> Transcript:
-        """:meth:`transcribe` on the engine's thread, one call at a time; waiting calls are served by ``need``
-        (a callable is read each time the engine frees), then by arrival. Cancelling a call that is still
-        waiting for its turn means it never runs; cancelling one that runs returns at once, but the engine
-        stays busy (and the next call waits) until the thread has really finished."""
-        await self._lock.acquire(need)
+        """:meth:`transcribe` on the engine's threads, ``workers`` calls at a time; waiting calls are served by
+        ``need`` (a callable is read each time a slot frees), then by arrival. Cancelling a call that is still
+        waiting for its turn means it never runs; cancelling one that runs returns at once, but its slot stays
+        taken (and the next call waits) until the thread has really finished."""
+        await self._slots.acquire(need, leave_free=self._partial_leaves if need == Need.PARTIAL else 0)
         try:
             running = asyncio.ensure_future(self.run(self.transcribe, audio, window=window, prompt=prompt))
         except BaseException:
-            self._lock.release()
+            self._slots.release()
             raise
-        running.add_done_callback(lambda _: self._lock.release())
+        running.add_done_callback(lambda _: self._slots.release())
         return await asyncio.shield(running)

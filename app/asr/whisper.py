@@ -31,6 +31,8 @@ from app.errors import ConfigError, ModelError
 
 #: ``[asr] scheduling``: how waiting calls of all sessions get the engine (app/asr/base.py's Need).
 SCHEDULING = ("need", "arrival")
+#: ``[asr] workers``: transcriptions at once (CTranslate2's ``num_workers``: each call its own replica's state).
+MAX_WORKERS = 8
 
 
 class WhisperASR(ASREngine):
@@ -41,8 +43,13 @@ class WhisperASR(ASREngine):
         if scheduling not in SCHEDULING:
             raise ConfigError(f"[asr] scheduling = {scheduling!r} is not one of {sorted(SCHEDULING)}",
                               '"need" serves committed finals first; "arrival" serves every call in turn')
-        super().__init__(fifo=scheduling == "arrival")
+        workers = cfg.get("workers", 1)
+        if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
+            raise ConfigError(f"[asr] workers = {workers!r} is not a whole number from 1 to {MAX_WORKERS}",
+                              "1 runs one transcription at a time; 2 lets a final run beside a partial")
+        super().__init__(workers=workers, fifo=scheduling == "arrival")
         self.scheduling = scheduling
+        self.workers = workers
         self.model_ref = model
         self.cfg = cfg
         self.model: Any = None
@@ -61,7 +68,8 @@ class WhisperASR(ASREngine):
 
         def open_model(n: int) -> Any:
             return WhisperModel(str(self.model_ref), device=self.cfg.get("device", "cpu"),
-                                compute_type=self.cfg.get("compute_type", "int8"), cpu_threads=n, num_workers=1,
+                                compute_type=self.cfg.get("compute_type", "int8"), cpu_threads=n,
+                                num_workers=self.workers,
                                 local_files_only=True)
 
         try:
@@ -161,6 +169,7 @@ class WhisperASR(ASREngine):
             "model": str(self.model_ref),
             "compute_type": self.cfg.get("compute_type", "int8"),
             "scheduling": self.scheduling,
+            "workers": self.workers,
         }
 
 

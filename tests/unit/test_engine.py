@@ -54,8 +54,8 @@ async def test_run_raises_what_the_call_raised():
 class GatedASR(ASREngine):
     """Each transcription waits for ``gate``; records the audio size and how many run at once."""
 
-    def __init__(self, fifo=False):
-        super().__init__(fifo=fifo)
+    def __init__(self, fifo=False, workers=1):
+        super().__init__(fifo=fifo, workers=workers)
         self.gate = threading.Event()
         self.entered = threading.Event()
         self.calls = []
@@ -198,3 +198,20 @@ def test_whisper_scheduling_is_need_or_arrival():
     assert WhisperASR("model", {"scheduling": "arrival"}).scheduling == "arrival"
     with pytest.raises(ConfigError, match="scheduling"):
         WhisperASR("model", {"scheduling": "fastest"})
+    assert WhisperASR("model", {}).workers == 1 and WhisperASR("model", {"workers": 2}).workers == 2
+    for bad in (0, 9, 1.5, "2", True):
+        with pytest.raises(ConfigError, match="workers"):
+            WhisperASR("model", {"workers": bad})
+
+
+async def test_with_two_workers_a_final_runs_beside_a_partial_but_no_partial_beside_another_call():
+    asr = GatedASR(workers=2)
+    partial = asyncio.ensure_future(asr.recognize(np.zeros(1, dtype=np.float32), need=Need.PARTIAL))
+    await wait_until(asr.entered.is_set)
+    assert asr.busy, "no second partial now: the last slot is kept for urgent calls"
+    final = asyncio.ensure_future(asr.recognize(np.zeros(2, dtype=np.float32), need=Need.FINAL))
+    await wait_until(lambda: asr.running == 2)
+    asr.gate.set()
+    await asyncio.gather(partial, final)
+    assert asr.most == 2 and not asr.busy
+    asr.close_threads()
