@@ -128,21 +128,11 @@ async def vllm_server(settings, tmp_path_factory):
     """One vLLM OpenAI-compatible server (a subprocess) for the run, with the default model and the engine
     settings of the in-process one (app/fleet/vllm_server.py): the remote backend's tests and the fleet's share
     it. Yields its base URL (``http://127.0.0.1:PORT``)."""
-    from app.fleet import vllm_server as command
-    from app.fleet.processes import Child, free_port
-    from app.modelstore import prepare
-    from app.profiles import load_profile
+    from app.fleet import vllm_server
 
-    profile = load_profile("cpu-tiny")
-    llm = profile.stage("llm")
-    model = prepare(profile, settings.models_dir, stages=("llm",))["llm"]["model"]
-    port = free_port()
-    folder = tmp_path_factory.mktemp("vllm-server")
-    child = Child("vllm", command.command(llm, model, host="127.0.0.1", port=port, enforce_eager=True),
-                  folder / "vllm.log", env=command.environment(llm, settings.vllm_cache_dir))
-    await child.start()
+    child, url = await vllm_server.start("cpu-tiny", settings.models_dir, cache_dir=settings.vllm_cache_dir,
+                                         log_path=tmp_path_factory.mktemp("vllm-server") / "vllm.log")
     try:
-        await child.wait_http(f"http://127.0.0.1:{port}/health", timeout_s=600)
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
         await child.stop()

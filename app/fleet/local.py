@@ -105,7 +105,13 @@ class LocalFleet:
         t0 = time.monotonic()
         await self._start_postgres()
         engine = None if self.vllm_url else asyncio.ensure_future(self._start_vllm())
-        await self._ingest()
+        try:
+            await self.ingest(self.kb)
+        except BaseException:
+            if engine is not None:  # the server it was starting is stopped by the cancel
+                engine.cancel()
+                await asyncio.gather(engine, return_exceptions=True)
+            raise
         if engine is not None:
             await engine
         await self._start_replicas()
@@ -121,27 +127,20 @@ class LocalFleet:
         self.database_url = await asyncio.to_thread(self._pg.start)
 
     async def _start_vllm(self) -> None:
-        from app.modelstore import prepare
-        from app.profiles import load_profile
-
-        profile = load_profile(self.engine_profile)
-        llm = profile.stage("llm")
-        model = (await asyncio.to_thread(prepare, profile, self.models_home, stages=("llm",)))["llm"]["model"]
-        port = free_port()
-        child = Child("vllm", vllm_server.command(llm, model, host=HOST, port=port, enforce_eager=self.enforce_eager),
-                      self._log("vllm"), env=vllm_server.environment(llm, self.workdir / "vllm-cache"))
-        self.progress(f"vLLM OpenAI server on CPU ({llm.get('served_name')}, port {port})")
-        await child.start()
+        self.progress(f"vLLM OpenAI server on CPU ({self.engine_profile}'s LLM)")
+        t0 = time.monotonic()
+        child, self.vllm_url = await vllm_server.start(
+            self.engine_profile, self.models_home, log_path=self._log("vllm"), cache_dir=self.workdir / "vllm-cache",
+            host=HOST, enforce_eager=self.enforce_eager, timeout_s=self.load_timeout_s)
         self._children.append(child)
-        took = await child.wait_http(f"http://{HOST}:{port}/health", timeout_s=self.load_timeout_s)
-        self.vllm_url = f"http://{HOST}:{port}"
-        self.progress(f"vLLM ready in {took:.0f} s")
+        self.progress(f"vLLM ready at {self.vllm_url} in {time.monotonic() - t0:.0f} s")
 
-    async def _ingest(self) -> None:
+    async def ingest(self, folder: Path) -> None:
+        """``python -m app ingest folder`` into the fleet's database (what every replica retrieves from)."""
         home = self.workdir / "ingest"
-        child = Child("ingest", [sys.executable, "-m", "app", "ingest", str(self.kb)], self._log("ingest"),
+        child = Child("ingest", [sys.executable, "-m", "app", "ingest", str(folder)], self._log("ingest"),
                       env={**self._app_env(home), "SUB250_LLM_BASE_URL": ""}, cwd=REPO)
-        self.progress(f"ingesting {self.kb} into the shared database")
+        self.progress(f"ingesting {folder} into the shared database")
         await child.start()
         assert child.proc is not None
         code = await child.proc.wait()

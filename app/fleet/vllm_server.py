@@ -39,3 +39,29 @@ def environment(llm: dict[str, Any], cache_dir: Path) -> dict[str, str]:
     if llm.get("preload_iomp", True) and iomp.exists():
         env["LD_PRELOAD"] = str(iomp)
     return env
+
+
+async def start(profile_name: str, models_dir: Path, *, log_path: Path, cache_dir: Path, host: str = "127.0.0.1",
+                enforce_eager: bool = True, timeout_s: float = 600.0) -> tuple[Any, str]:
+    """A vLLM server of ``profile_name``'s LLM (prepared into ``models_dir`` if need be) on a free port, once it
+    answers ``/health``: (its :class:`~app.fleet.processes.Child`, its base URL ``http://host:port``). If it does
+    not come up, or the wait is cancelled, the process is stopped before this raises."""
+    import asyncio
+
+    from app.fleet.processes import Child, free_port
+    from app.modelstore import prepare
+    from app.profiles import load_profile
+
+    profile = load_profile(profile_name)
+    llm = profile.stage("llm")
+    model = (await asyncio.to_thread(prepare, profile, models_dir, stages=("llm",)))["llm"]["model"]
+    port = free_port(host)
+    child = Child("vllm", command(llm, model, host=host, port=port, enforce_eager=enforce_eager), log_path,
+                  env=environment(llm, cache_dir))
+    await child.start()
+    try:
+        await child.wait_http(f"http://{host}:{port}/health", timeout_s=timeout_s)
+    except BaseException:
+        await child.stop()
+        raise
+    return child, f"http://{host}:{port}"

@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import signal
-import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +22,6 @@ from app.server import DRAIN_CLOSE_CODE
 from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
 
 pytestmark = pytest.mark.engines
-REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-sub250-fleet-test-0000000000"
 QUESTION = "Tell me about the warranty of the Halden Aero and what it covers."
 FACT_DOC = ("# Fleet drill\n\nThe Halden fleet drill passphrase is blue heron seven. The drill runs every first "
@@ -101,10 +96,7 @@ async def test_the_knowledge_base_is_shared(fleet, tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "fleet-drill.md").write_text(FACT_DOC)
-    env = {**fleet._app_env(tmp_path / "ingest-home"), "SUB250_LLM_BASE_URL": ""}
-    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "app", "ingest", str(kb)], cwd=REPO,
-                                   env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    await fleet.ingest(kb)  # `python -m app ingest` against the fleet's one database
     clients = [RealtimeClient(fleet.ws_url, KEY) for _ in range(2)]
     await asyncio.gather(*(c.connect() for c in clients))  # both open at once: one on each replica
     try:
