@@ -10,9 +10,9 @@ synthesizes a random prefix of a long reply, chunked as the session chunks it; `
 prefix of a passage; ``llm`` streams a reply (16-96 tokens) to a question after a random prefix of a passage
 through the in-process engine (its front end, tokenizer and detokenizer run in this process; the engine core's
 own process is printed beside it); ``turn`` scores smart-turn on a random length of the recording; ``vad`` runs
-a fresh Silero stream (as each session has) over a random length of it. ``--threads``: that many callers at once (the server runs two TTS workers and two ASR
-models). ``--set stage.key=value`` overrides the profile (true/false, numbers, strings). glibc's arenas and
-trim are set as ``serve`` sets them. Prints the RSS every ``--every`` calls and the call time p50 / p90.
+a fresh Silero stream (as each session has) over a random length of it. ``--threads``: that many callers at
+once (the server runs two TTS workers, and cpu-base two Whisper workers). ``--set stage.key=value`` overrides
+the profile (true/false, numbers, strings). glibc's arenas and trim are set as ``serve`` sets them. Prints the RSS every ``--every`` calls and the call time p50 / p90.
 """
 
 from __future__ import annotations
