@@ -12,7 +12,8 @@ through the in-process engine (its front end, tokenizer and detokenizer run in t
 own process is printed beside it); ``turn`` scores smart-turn on a random length of the recording; ``vad`` runs
 a fresh Silero stream (as each session has) over a random length of it. ``--threads``: that many callers at
 once (the server runs two TTS workers, and cpu-base two Whisper workers). ``--set stage.key=value`` overrides
-the profile (true/false, numbers, strings). glibc's arenas and trim are set as ``serve`` sets them. Prints the RSS every ``--every`` calls and the call time p50 / p90.
+the profile (true/false, numbers, strings). glibc's arenas and trim are set as ``serve`` sets them. Prints the
+RSS every ``--every`` calls and the call time p50 / p90.
 """
 
 from __future__ import annotations
