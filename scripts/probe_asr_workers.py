@@ -3,7 +3,7 @@
 by side (``[asr] workers``). Prints, per worker count and round, one call alone and two at once (a partial and a
 final, as ``recognize`` schedules them), and the RSS.
 
-    flock /tmp/team/engines.lock .venv/bin/python scripts/probe_asr_workers.py \
+    flock /tmp/team/engines.lock .venv/bin/python scripts/probe_asr_workers.py
         [--workers 1,2] [--rounds 3] [--seconds 4]
 
 The audio is the first ``--seconds`` of tests/data/audio/jfk.wav (the cut window, as partials and finals use).
