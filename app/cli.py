@@ -204,8 +204,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 await _ingest(stack, SAMPLE_KB, prune=False, force=False)
             t_warm = time.perf_counter()
             if warmed := await stack.warm_answers():
-                print(f"  answer sentences of {warmed} passages embedded in {time.perf_counter() - t_warm:.1f} s",
-                      flush=True)
+                vocabulary = stack.vocabulary
+                words = f", the KB's {len(vocabulary)} word stems listed" if vocabulary is not None else ""
+                print(f"  answer sentences of {warmed} passages embedded{words} in "
+                      f"{time.perf_counter() - t_warm:.1f} s", flush=True)
             server.attach(stack)
             if settings.malloc_trim_s > 0 and native_memory.available():
                 trimmer = native_memory.HeapTrimmer(settings.malloc_trim_s)

@@ -24,13 +24,16 @@ if TYPE_CHECKING:
     from app.llm.base import LLMEngine
     from app.rag.base import BaseRetriever
     from app.rag.embedder import Embedder
+    from app.rag.rerank import Reranker
     from app.rag.store import VectorStore
+    from app.rag.vocabulary import Vocabulary
     from app.tools.selector import EmbeddingSelector
     from app.tts.base import TTSEngine
 
 log = logging.getLogger(__name__)
 
 ALL = ("db", "vad", "asr", "embedder", "llm", "tts", "turn")
+
 
 
 @dataclass
@@ -53,6 +56,10 @@ class Stack:
     end_of_turn: Any = None
     #: The extractive answer path's sentence picker (its sentence embeddings are shared by every session).
     picker: SentencePicker | None = None
+    #: The retrieval's reranker (``[embedder] rerank``; its title vectors shared by every session).
+    reranker: Reranker | None = None
+    #: The knowledge base's words (the answer's ``min_score_unfamiliar``), made by :meth:`warm_answers`.
+    vocabulary: Vocabulary | None = None
     #: The embedding tool selector (tool description vectors, shared by every session).
     tool_selector: EmbeddingSelector | None = None
     load_seconds: dict[str, float] = field(default_factory=dict)
@@ -120,30 +127,35 @@ class Stack:
             m = self.models["embedder"]
             self.embedder = Embedder(m["model"], m["tokenizer"], self.profile.stage("embedder"))
             await asyncio.to_thread(self.embedder.load)
-        if self.store is not None and self.retriever is None:
-            from app.rag.query_cache import QueryCache
-            from app.rag.retriever import Retriever
-
-            cfg = self.profile.stage("embedder")
-            entries = int(cfg.get("query_cache_entries", 256))
-            cache = QueryCache(entries, near_threshold=cfg.get("near_duplicate_cosine"),
-                               ttl_s=float(cfg.get("query_cache_ttl_s", 300))) if entries > 0 else None
-            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache,
-                                       hybrid=bool(cfg.get("hybrid", False)),
-                                       text_weight=float(cfg.get("hybrid_text_weight", 1.0)))
-        embedder = self.embedder
-
-        async def embed(texts: list[str]) -> Any:
-            return await embedder.run(embedder.embed, texts)
-
+        embed = self.embed_texts
         if self.picker is None:
             from app.answer.extract import SentencePicker
 
             self.picker = SentencePicker(embed)
+        if self.store is not None and self.retriever is None:
+            from app.rag.query_cache import QueryCache
+            from app.rag.rerank import Reranker
+            from app.rag.retriever import RetrievalOptions, Retriever
+
+            cfg = self.profile.stage("embedder")
+            opts = RetrievalOptions.from_stage(cfg)
+            entries = int(cfg.get("query_cache_entries", 256))
+            cache = QueryCache(entries, near_threshold=cfg.get("near_duplicate_cosine"),
+                               ttl_s=float(cfg.get("query_cache_ttl_s", 300))) if entries > 0 else None
+            if opts.rerank:
+                self.reranker = Reranker(embed, self.picker, opts.weights)
+            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache,
+                                       hybrid=opts.hybrid, text_weight=opts.text_weight, clean=opts.clean,
+                                       reranker=self.reranker, candidates=opts.candidates)
         if self.tool_selector is None:
             from app.tools.selector import EmbeddingSelector
 
             self.tool_selector = EmbeddingSelector(embed)
+
+    async def embed_texts(self, texts: list[str]) -> Any:
+        """Unit vectors (n, dim) of ``texts`` by the embedder, in its threads (off the event loop)."""
+        assert self.embedder is not None, "the embedder is not loaded"
+        return await self.embedder.run(self.embedder.embed, texts)
 
     async def _start_llm(self) -> None:
         from app.llm import create_engine
@@ -159,15 +171,27 @@ class Stack:
         await asyncio.to_thread(self.tts.load)
 
     async def warm_answers(self) -> int:
-        """Embed every passage's sentences for the answer's sentence picker, when the profile's answers use
-        them (``[answer] mode`` extractive or grounded): no caller then waits for a passage's first use
-        (measured: up to 84 ms of a turn's ``prompt`` span). Returns the passages held."""
+        """Everything the answers compute from the knowledge base, made before the first caller: every
+        passage's sentences embedded for the sentence picker and the reranker (measured: up to 84 ms of a
+        turn's ``prompt`` span otherwise), the titles for the reranker, the KB's vocabulary for the answer's
+        ``min_score_unfamiliar``. Returns the passages held (0: the profile's answers use none of it)."""
         from app.answer.policy import AnswerPolicy
+        from app.rag.vocabulary import Vocabulary
 
         policy = AnswerPolicy.from_stage(self.profile.stage("answer"))
-        if self.picker is None or self.store is None or not policy.picks_sentences:
+        if self.picker is None or self.store is None:
             return 0
-        return await self.picker.warm(await self.store.passages(self.picker.max_passages))
+        if not (policy.picks_sentences or self.reranker is not None or policy.min_score_unfamiliar):
+            return 0
+        passages = await self.store.passages(self.picker.max_passages)
+        held = await self.picker.warm(passages)
+        if self.reranker is not None:
+            await self.reranker.warm(passages)
+        if policy.min_score_unfamiliar:
+            # the vocabulary is the whole KB's, not only the passages the picker holds
+            everything = await self.store.passages()
+            self.vocabulary = Vocabulary.from_texts(f"{p.title} {p.content}" for p in everything)
+        return held
 
     async def close(self) -> None:
         errors: list[str] = []

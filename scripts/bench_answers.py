@@ -39,27 +39,44 @@ from app.bench import answers as A  # noqa: E402
 from app.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
 
 #: Overrides of the profile's [answer] section (and ``retrieval``: "vector" or "hybrid"; default: the profile's).
-#: No gate, no loop control: what a configuration does by itself.
-_OPEN = {"min_score": 0.0, "min_extract_score": 0.0, "borderline_score": 0.0}
+#: No gate, no loop control: what a configuration does by itself. Each configuration names its extract's span
+#: (the profile's own is "around" since §27; the earlier ones were measured with "following").
+_OPEN = {"min_score": 0.0, "min_score_unfamiliar": 0.0, "min_extract_score": 0.0, "borderline_score": 0.0}
+_EXTRACTIVE = {**_OPEN, "mode": "extractive", "extract_span": "following"}
+_GROUNDED = {**_OPEN, "mode": "grounded", "extract_span": "following"}
 CONFIGS: dict[str, dict] = {
     # how every question was answered before the answer work: vectors only, the LLM from the passages
     "before": {**_OPEN, "mode": "generative", "stop_loops": False, "repetition_penalty": 1.0,
                "frequency_penalty": 0.0, "retrieval": "vector"},
     "generative": {**_OPEN, "mode": "generative"},
     "generative-rp1.3": {**_OPEN, "mode": "generative", "repetition_penalty": 1.3},
-    "grounded": {**_OPEN, "mode": "grounded", "lexical_weight": 0.0, "retrieval": "vector"},
-    "grounded-hybrid": {**_OPEN, "mode": "grounded", "sentences": 2, "retrieval": "hybrid"},
-    "grounded-lex": {**_OPEN, "mode": "grounded", "sentences": 2, "lexical_weight": 0.5},
-    "extractive-1": {**_OPEN, "mode": "extractive", "sentences": 1, "lexical_weight": 0.0, "retrieval": "vector"},
-    "extractive-2": {**_OPEN, "mode": "extractive", "sentences": 2, "lexical_weight": 0.0, "retrieval": "vector"},
-    "extractive-2-lex": {**_OPEN, "mode": "extractive", "sentences": 2, "lexical_weight": 0.5, "retrieval": "vector"},
-    "extractive-2-p2": {**_OPEN, "mode": "extractive", "sentences": 2, "extract_passages": 2, "retrieval": "vector"},
-    "extractive-2-p3": {**_OPEN, "mode": "extractive", "sentences": 2, "extract_passages": 3, "retrieval": "vector"},
-    "extractive-2-hybrid": {**_OPEN, "mode": "extractive", "sentences": 2, "retrieval": "hybrid"},
-    "extractive-3-hybrid": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "hybrid"},
-    "extractive-3-vector": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "vector"},
-    "extractive-3-hybrid-w0.5": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "hybrid-w0.5"},
-    "extractive-3-hybrid-w0.25": {**_OPEN, "mode": "extractive", "sentences": 3, "retrieval": "hybrid-w0.25"},
+    "grounded": {**_GROUNDED, "lexical_weight": 0.0, "retrieval": "vector"},
+    "grounded-hybrid": {**_GROUNDED, "sentences": 2, "retrieval": "hybrid"},
+    "grounded-lex": {**_OPEN, "mode": "grounded", "extract_span": "following", "sentences": 2, "lexical_weight": 0.5},
+    "extractive-1": {**_EXTRACTIVE, "sentences": 1, "lexical_weight": 0.0, "retrieval": "vector"},
+    "extractive-2": {**_EXTRACTIVE, "sentences": 2, "lexical_weight": 0.0, "retrieval": "vector"},
+    "extractive-2-lex": {**_EXTRACTIVE, "sentences": 2, "lexical_weight": 0.5, "retrieval": "vector"},
+    "extractive-2-p2": {**_EXTRACTIVE, "sentences": 2, "extract_passages": 2, "retrieval": "vector"},
+    "extractive-2-p3": {**_EXTRACTIVE, "sentences": 2, "extract_passages": 3, "retrieval": "vector"},
+    "extractive-2-hybrid": {**_EXTRACTIVE, "sentences": 2, "retrieval": "hybrid"},
+    "extractive-3-hybrid": {**_EXTRACTIVE, "sentences": 3, "retrieval": "hybrid"},
+    "extractive-3-vector": {**_EXTRACTIVE, "sentences": 3, "retrieval": "vector"},
+    "extractive-3-hybrid-w0.5": {**_EXTRACTIVE, "sentences": 3, "retrieval": "hybrid-w0.5"},
+    "extractive-3-hybrid-w0.25": {**_EXTRACTIVE, "sentences": 3, "retrieval": "hybrid-w0.25"},
+    # the fillers of speech out of the question, then the candidates reranked, then the extract laid around
+    # the best sentence (docs/BENCHMARKS.md §27)
+    "extractive-3-clean": {**_OPEN, "mode": "extractive", "sentences": 3, "extract_span": "following",
+                           "retrieval": "hybrid-w0.5-clean"},
+    "extractive-3-rerank-raw": {**_OPEN, "mode": "extractive", "sentences": 3, "extract_span": "following",
+                                "retrieval": "hybrid-w0.5-rerank-raw"},
+    "extractive-3-rerank": {**_OPEN, "mode": "extractive", "sentences": 3, "extract_span": "following",
+                            "retrieval": "hybrid-w0.5-rerank"},
+    "extractive-3-around": {**_OPEN, "mode": "extractive", "sentences": 3, "extract_span": "around",
+                            "retrieval": "hybrid-w0.5-rerank"},
+    # cpu-tiny's [answer] before §27: hybrid retrieval as searched, the best sentence and the two after it,
+    # the gates on the passage (0.32) and the sentence (0.44)
+    "profile-before": {"mode": "extractive", "sentences": 3, "extract_span": "following", "min_score": 0.32,
+                       "min_score_unfamiliar": 0.0, "min_extract_score": 0.44, "retrieval": "hybrid-w0.5"},
     # the profile's [answer] as it is, gates included
     "profile": {},
 }
@@ -128,8 +145,21 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
                       "hybrid-w0.25": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
                                                 text_weight=0.25)}
         # the profile's own retrieval ([embedder] hybrid, hybrid_text_weight), for configurations that name none
-        retrievers["profile"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=base.retriever.hybrid,
-                                          text_weight=base.retriever.text_weight)
+        from app.rag.rerank import Reranker
+
+        reranker = base.reranker or Reranker(base.embed_texts, base.picker)
+        retrievers["hybrid-w0.5-clean"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
+                                                    text_weight=0.5, clean=True)
+        retrievers["hybrid-w0.5-rerank-raw"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
+                                                         text_weight=0.5, reranker=reranker)
+        retrievers["hybrid-w0.5-rerank"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
+                                                     text_weight=0.5, clean=True, reranker=reranker)
+        mine = base.retriever
+        retrievers["profile"] = Retriever(base.embedder, base.store, mine.k, hybrid=mine.hybrid,
+                                          text_weight=mine.text_weight, clean=mine.clean, reranker=mine.reranker,
+                                          candidates=mine.candidates)
+        await reranker.warm(await base.store.passages())
+        print(f"  warmed the answers' sentences of {await base.warm_answers()} passages", file=sys.stderr)
         default_retrieval = "profile"
         variants = []
         for stack in stacks:

@@ -19,6 +19,7 @@ from app.answer.loops import find_loop
 from app.answer.policy import AnswerPolicy
 from app.llm.base import LLMRequest, TokenDelta
 from app.metrics.timeline import TurnTimeline
+from app.rag.vocabulary import Vocabulary
 from app.tools.results import speakable
 
 log = logging.getLogger(__name__)
@@ -75,8 +76,11 @@ class Plan:
 
 class Answerer:
     def __init__(self, policy: AnswerPolicy, build_prompt: PromptBuilder, generate: Generator,
-                 picker: SentencePicker | None) -> None:
+                 picker: SentencePicker | None, vocabulary: Vocabulary | None = None) -> None:
+        """``vocabulary``: the knowledge base's words, for ``min_score_unfamiliar`` (None: every question is held
+        to ``min_score``)."""
         self.policy, self.build_prompt, self.generate, self.picker = policy, build_prompt, generate, picker
+        self.vocabulary = vocabulary
 
     async def speak(self, plan: Plan, request_id: str, max_tokens: int, timeline: TurnTimeline) -> AsyncIterator[str]:
         """The reply's text as it comes: the plan's whole text at once (marks ``first_token``), or the engine's
@@ -104,11 +108,15 @@ class Answerer:
         ``response.create``): they are the model's to follow, so the extractive mode answers generatively."""
         p = self._policy(custom_instructions)
         score = found.top_score
-        plan = await self._choose(p, question, found, instructions, history, timeline, score)
+        unknown = self.vocabulary.unknown(question) if self.vocabulary is not None and p.min_score_unfamiliar else []
+        plan = await self._choose(p, question, found, instructions, history, timeline, score,
+                                  max(p.min_score, p.min_score_unfamiliar) if unknown else p.min_score)
         if plan.text:
             timeline.mark("prompt_ready")  # declined or extractive: the whole reply is known
         timeline.answer = {"path": plan.path, "mode": p.mode,
                            "top_score": None if score is None else round(score, 4)}
+        if unknown:
+            timeline.answer["unknown_words"] = unknown[:8]
         if plan.extract is not None:
             timeline.answer["extract_score"] = round(plan.extract.score, 4)
         return plan
@@ -152,9 +160,10 @@ class Answerer:
         return plan
 
     async def _choose(self, p: AnswerPolicy, question: str, found: Found, instructions: str,
-                      history: list[dict[str, str]], timeline: TurnTimeline, score: float | None) -> Plan:
+                      history: list[dict[str, str]], timeline: TurnTimeline, score: float | None,
+                      min_score: float) -> Plan:
         # A store that could not be reached says nothing about the question: answer without context.
-        if not found.failed and p.min_score > 0 and (score is None or score < p.min_score):
+        if not found.failed and min_score > 0 and (score is None or score < min_score):
             return Plan(DECLINED, score, text=p.decline_text)
         extract = await self._extract(p, question, found) if p.picks_sentences else None
         if (not found.failed and p.picks_sentences and p.min_extract_score > 0
@@ -174,4 +183,4 @@ class Answerer:
             return None
         return await self.picker.pick(found.vector, found.passages, sentences=p.sentences,
                                       passages_searched=p.extract_passages, question=question,
-                                      lexical_weight=p.lexical_weight)
+                                      lexical_weight=p.lexical_weight, span=p.extract_span)

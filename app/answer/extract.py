@@ -15,18 +15,17 @@ from typing import Any
 
 import numpy as np
 
+from app.rag.question import FUNCTION_WORDS
+
 #: A sentence ends at ., ! or ? followed by a space and a capital letter or digit (the KB's prose; "0.1
 #: microns" and "U.S." stay whole).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+#: How an extract of several sentences is laid around the best one: ``following`` - the best and those after
+#: it; ``around`` - of the runs of consecutive sentences that hold the best one, the closest to the question
+#: on average (a sentence that sets up the answer comes along; docs/BENCHMARKS.md §27).
+SPANS = ("following", "around")
 #: A first pick shorter than this many words gets its next sentence too ("Yes." alone answers nothing).
 MIN_WORDS = 6
-#: Words of a question that say nothing of its subject (fillers of spoken questions included).
-FUNCTION_WORDS = frozenset("""
-a an the and or but if so of to in on at for from by with about as is are was were be been do does did can
-could should would will shall may might must i me my we our you your it its this that these those there here
-what which who whom whose when where why how much many long often any some there's it's i'm what's how's
-uh um er like just really gonna wanna kinda okay ok well hey hi please tell know need get got have has had
-""".split())
 _WORD = re.compile(r"[a-z0-9]+")
 
 
@@ -61,7 +60,8 @@ class SentencePicker:
         self._cache: OrderedDict[tuple[int, str], tuple[list[str], np.ndarray]] = OrderedDict()
         self.max_passages = max_passages
 
-    async def _sentences(self, passage: Any) -> tuple[list[str], np.ndarray]:
+    async def sentences(self, passage: Any) -> tuple[list[str], np.ndarray]:
+        """The passage's sentences and their unit vectors (n, dim): embedded at its first use, then kept."""
         key = (passage.chunk_id, passage.content)
         hit = self._cache.get(key)
         if hit is not None:
@@ -78,19 +78,23 @@ class SentencePicker:
         """Embed the sentences of ``passages`` now (up to the cache's size), so no caller waits for a passage's
         first use; returns how many passages are held."""
         for passage in list(passages)[: self.max_passages]:
-            await self._sentences(passage)
+            await self.sentences(passage)
         return len(self._cache)
 
     async def pick(self, question_vector: np.ndarray, passages: Sequence[Any], *, sentences: int = 1,
-                   passages_searched: int = 1, question: str = "", lexical_weight: float = 0.0) -> Extract | None:
-        """The best sentence among the first ``passages_searched`` passages, with the ones after it up to
-        ``sentences`` in all (in the passage's order, as it reads), or None when there is nothing to pick.
+                   passages_searched: int = 1, question: str = "", lexical_weight: float = 0.0,
+                   span: str = "following") -> Extract | None:
+        """The best sentence among the first ``passages_searched`` passages, with others of its passage up to
+        ``sentences`` in all, laid as ``span`` says (:data:`SPANS`; in the passage's order, as it reads), or
+        None when there is nothing to pick.
         A sentence's score is its cosine to the question plus ``lexical_weight`` times the share of the
         question's subject words it contains (:func:`lexical_overlap`)."""
-        best: tuple[float, Any, list[str], int] | None = None
+        if span not in SPANS:
+            raise ValueError(f"span {span!r} is not one of {SPANS}")
+        best: tuple[float, Any, list[str], int, np.ndarray] | None = None
         stems = content_stems(question) if lexical_weight else set()
         for passage in passages[:max(passages_searched, 1)]:
-            texts, vectors = await self._sentences(passage)
+            texts, vectors = await self.sentences(passage)
             if not texts:
                 continue
             scores = vectors @ question_vector
@@ -98,13 +102,19 @@ class SentencePicker:
                 scores = scores + lexical_weight * np.array([lexical_overlap(stems, t) for t in texts])
             i = int(np.argmax(scores))
             if best is None or scores[i] > best[0]:
-                best = (float(scores[i]), passage, texts, i)
+                best = (float(scores[i]), passage, texts, i, scores)
         if best is None:
             return None
-        score, passage, texts, i = best
-        take = [i]
-        while len(take) < max(sentences, 1) and take[-1] + 1 < len(texts):
-            take.append(take[-1] + 1)
+        score, passage, texts, i, scores = best
+        n = min(max(sentences, 1), len(texts))
+        if span == "around":
+            # the runs of n sentences holding i start from i - n + 1 to i (within the passage); the first
+            # of the closest on average
+            starts = range(max(0, i - n + 1), min(i, len(texts) - n) + 1)
+            first = max(starts, key=lambda a: (float(scores[a:a + n].mean()), -a))
+        else:
+            first = i
+        take = list(range(first, min(first + n, len(texts))))
         if sum(len(texts[j].split()) for j in take) < MIN_WORDS and take[-1] + 1 < len(texts):
             take.append(take[-1] + 1)
         return Extract(" ".join(texts[j] for j in take), score, passage.chunk_id, tuple(take))

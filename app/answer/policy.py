@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.answer.extract import SPANS
 from app.errors import ConfigError
 
 MODES = ("generative", "grounded", "extractive")
@@ -28,6 +29,10 @@ class AnswerPolicy:
     #: The same gate on the extract (``extractive`` / ``grounded``): below this cosine of the question to the
     #: best sentence found, the question is declined. 0 turns it off.
     min_extract_score: float = 0.0
+    #: The same gate for a question with a subject word the knowledge base never uses (a product, place or
+    #: topic it does not cover: app/rag/vocabulary.py): it needs at least this cosine to the best passage. 0:
+    #: such a question is held to ``min_score`` like any other.
+    min_score_unfamiliar: float = 0.0
     #: From ``min_score`` up to this cosine the question is borderline: a generative prompt tells the model
     #: to say it does not know when the context does not answer.
     borderline_score: float = 0.0
@@ -37,6 +42,9 @@ class AnswerPolicy:
     idle_text: str = IDLE_TEXT
     #: Sentences an extract holds (the best one and those after it).
     sentences: int = 2
+    #: How the extract's sentences lie around the best one (app/answer/extract.py ``SPANS``): ``following``
+    #: (it and those after it) or ``around`` (the run holding it that is closest on average).
+    extract_span: str = "following"
     #: Passages searched for the extract's best sentence (best-first).
     extract_passages: int = 1
     #: Weight of the question's subject words found in a sentence, beside its cosine, when picking it.
@@ -51,8 +59,12 @@ class AnswerPolicy:
         if self.mode not in MODES:
             raise ConfigError(f"[answer] mode = {self.mode!r} is not one of {', '.join(MODES)}",
                               "fix the profile's [answer] section")
-        if not all(0.0 <= v <= 1.0 for v in (self.min_score, self.min_extract_score, self.borderline_score)):
-            raise ConfigError("[answer] min_score, min_extract_score and borderline_score are cosines between 0 and 1",
+        if not all(0.0 <= v <= 1.0 for v in (self.min_score, self.min_score_unfamiliar, self.min_extract_score,
+                                              self.borderline_score)):
+            raise ConfigError("[answer] min_score, min_score_unfamiliar, min_extract_score and borderline_score are"
+                              " cosines between 0 and 1", "fix the profile's [answer] section")
+        if self.extract_span not in SPANS:
+            raise ConfigError(f"[answer] extract_span = {self.extract_span!r} is not one of {', '.join(SPANS)}",
                               "fix the profile's [answer] section")
         if self.sentences < 1 or self.extract_passages < 1:
             raise ConfigError("[answer] sentences and extract_passages must be at least 1",
@@ -69,11 +81,13 @@ class AnswerPolicy:
         return cls(
             mode=str(cfg.get("mode", d.mode)),
             min_score=float(cfg.get("min_score", d.min_score)),
+            min_score_unfamiliar=float(cfg.get("min_score_unfamiliar", d.min_score_unfamiliar)),
             min_extract_score=float(cfg.get("min_extract_score", d.min_extract_score)),
             borderline_score=float(cfg.get("borderline_score", d.borderline_score)),
             decline_text=str(cfg.get("decline_text", d.decline_text)),
             idle_text=str(cfg.get("idle_text", d.idle_text)),
             sentences=int(cfg.get("sentences", d.sentences)),
+            extract_span=str(cfg.get("extract_span", d.extract_span)),
             extract_passages=int(cfg.get("extract_passages", d.extract_passages)),
             lexical_weight=float(cfg.get("lexical_weight", d.lexical_weight)),
             repetition_penalty=float(cfg.get("repetition_penalty", d.repetition_penalty)),

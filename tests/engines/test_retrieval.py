@@ -91,3 +91,16 @@ async def test_the_answer_sentences_of_every_passage_are_warmed_once(stack):
     vec = await stack.embedder.run(stack.embedder.embed_one, passage.title)
     got = await stack.picker.pick(vec, [passage])
     assert got is not None and got.chunk_id == passage.chunk_id
+
+
+async def test_warming_lists_the_kb_s_words_and_the_reranker_puts_the_answering_passage_first(stack):
+    await stack.warm_answers()
+    v = stack.vocabulary
+    assert v is not None and len(v) > 1000
+    # the KB's words are known, a subject it never covers is not (the answer's min_score_unfamiliar)
+    assert v.unknown("How much does the Aero weigh?") == []
+    assert "student" in v.unknown("Does Halden offer a student discount?")
+    assert stack.reranker is not None  # the default profile reranks
+    # the fused order alone put "Filter Life Warning Will Not Clear" first (docs/BENCHMARKS.md §17)
+    r = await stack.retriever.retrieve("um, so how long does the filter last?", k=3)
+    assert r.passages[0].title == "When to Replace the Filter"

@@ -130,3 +130,36 @@ async def test_the_idle_nudge_is_the_fixed_text_when_extractive_and_the_models_o
     custom = await Answerer(AnswerPolicy(mode="extractive"), build, functools.partial(generate, llm), None).plan_idle(
         "Be brief.", [], TurnTimeline("t"), custom_instructions=True)
     assert custom.messages and not custom.text  # the client's own instructions: the model checks in
+
+
+async def test_a_question_with_a_word_the_kb_never_uses_needs_the_closer_passage():
+    from app.rag.vocabulary import Vocabulary
+
+    llm = FakeLLM()
+    build = functools.partial(build_prompt, llm, PipelineTuning())
+    policy = AnswerPolicy(mode="extractive", min_score=0.3, min_score_unfamiliar=0.5)
+    answerer = Answerer(policy, build, functools.partial(generate, llm), SentencePicker(Embed()),
+                        Vocabulary.from_texts([GLANCE.content]))
+    tl = TurnTimeline("t")
+    p = await answerer.plan("How much does a Dyson cost in dollars?", retrieved(0.45), "", [], tl)
+    assert p.path == "declined" and tl.answer["unknown_words"] == ["dyson"]
+    tl = TurnTimeline("u")
+    p = await answerer.plan("How much does it cost in dollars?", retrieved(0.45), "", [], tl)
+    assert p.path == "extractive" and "unknown_words" not in tl.answer
+    p = await answerer.plan("How much does a Dyson cost in dollars?", retrieved(0.55), "", [], TurnTimeline("v"))
+    assert p.path == "extractive"  # close enough for the stricter gate
+    # below min_score stays declined: the stricter gate never lowers the bar
+    lower = Answerer(AnswerPolicy(mode="extractive", min_score=0.5, min_score_unfamiliar=0.2), build,
+                     functools.partial(generate, llm), SentencePicker(Embed()), Vocabulary.from_texts([GLANCE.content]))
+    assert (await lower.plan("A Dyson, dollars?", retrieved(0.4), "", [], TurnTimeline("w"))).path == "declined"
+
+
+async def test_without_a_vocabulary_every_question_is_held_to_min_score():
+    p, tl, _ = await plan(AnswerPolicy(mode="extractive", min_score=0.3, min_score_unfamiliar=0.9), retrieved(0.45))
+    assert p.path == "extractive" and "unknown_words" not in tl.answer
+
+
+@pytest.mark.parametrize("cfg", [{"min_score_unfamiliar": 1.5}, {"extract_span": "middle"}])
+def test_bad_answer_settings_are_a_config_error(cfg):
+    with pytest.raises(ConfigError):
+        AnswerPolicy.from_stage(cfg)

@@ -5,15 +5,13 @@ import numpy as np
 import pytest
 
 from app.answer.extract import SentencePicker, split_sentences
+from tests.unit import bags
 
 VOCAB = ["cost", "dollars", "filter", "months", "loud", "decibels", "tabs", "shell", "store", "weigh"]
 
 
 def bag(text: str) -> np.ndarray:
-    """A unit bag-of-words vector over VOCAB (a stand-in for the embedder in these tests)."""
-    t = text.lower()
-    v = np.array([float(w in t) for w in VOCAB], dtype=np.float32) + 1e-3
-    return v / np.linalg.norm(v)
+    return bags.bag(text, VOCAB)
 
 
 @dataclass(frozen=True)
@@ -23,14 +21,9 @@ class P:
     title: str = "t"
 
 
-class Embed:
+class Embed(bags.BagEmbed):
     def __init__(self):
-        self.calls = []
-
-    async def __call__(self, texts):
-        self.calls.append(list(texts))
-        await asyncio.sleep(0)
-        return np.stack([bag(t) for t in texts])
+        super().__init__(VOCAB)
 
 
 GLANCE = P(1, "The Aero is round. It weighs six point eight kilograms. It costs three hundred and twenty-nine "
@@ -111,3 +104,22 @@ async def test_warming_embeds_each_passage_once_up_to_the_cache_size():
     assert len(embed.calls) == 2
     await picker.pick(bag("cost"), [GLANCE])
     assert len(embed.calls) == 2  # served from the warm cache
+
+
+STEPS = P(3, "Open the back cover. Lift the old filter out by its tabs. Slide the new filter in. "
+             "Close the cover until it clicks. The filter costs forty dollars.")
+
+
+async def test_around_lays_the_extract_where_the_run_holding_the_best_sentence_is_closest():
+    picker = SentencePicker(Embed())
+    # the best sentence for "filter tabs" is the second; "following" takes it and the next two
+    following = await picker.pick(bag("filter tabs"), [STEPS], sentences=3)
+    assert following.sentences == (1, 2, 3)
+    around = await picker.pick(bag("filter tabs"), [STEPS], sentences=3, span="around")
+    # of the runs holding sentence 1 - (0, 1, 2) and (1, 2, 3) - the first is closer on average (two filters)
+    assert around.sentences == (0, 1, 2) and around.score == following.score
+    # at the passage's end the run is laid back from it, never cut short
+    last = await picker.pick(bag("cost dollars"), [STEPS], sentences=3, span="around")
+    assert last.sentences == (2, 3, 4)
+    with pytest.raises(ValueError):
+        await picker.pick(bag("cost"), [STEPS], span="middle")
