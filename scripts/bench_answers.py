@@ -5,6 +5,7 @@ answer configuration, interleaved, in one run; scored automatically (app/bench/a
     flock /tmp/team/engines.lock .venv/bin/python scripts/bench_answers.py [--profiles cpu-tiny[,cpu-gemma]]
         [--configs before,generative,grounded,extractive-1,extractive-2,profile] [--limit N] [--out reports/answers]
         [--spoken-url ws://127.0.0.1:8250/v1/realtime --spoken 24]
+        [--profiles remote-vllm --llm-url http://gpu-box:8000/v1 | --start-vllm cpu-tiny]
 
 By text, in this process, on the first profile's stack (embedded PostgreSQL with the sample KB, MiniLM, the
 LLM of each profile): each question is retrieved once (the query cache off), then answered by every
@@ -18,6 +19,9 @@ stopped) and the threshold that stops the most out-of-scope questions while pass
 ``--spoken-url``: also a subset spoken (Piper-synthesized questions, every k-th question so that ``--spoken``
 of them are asked) through a running server's voice path, one session each (the server's own profile and
 configuration); scored the same way, with the server's answer path and ttft from its turn reports.
+
+A ``remote-vllm`` profile is scored the same way against a running vLLM server (``--llm-url``, e.g. a GPU
+deployment's), or one this run starts of another profile's LLM (``--start-vllm``, on CPU here).
 
 Writes ``<out>/answers.json`` (every reply and its marks) and ``<out>/answers.txt`` (the tables).
 """
@@ -117,7 +121,20 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
             raise SystemExit(f"unknown config {c!r}; known: {', '.join(CONFIGS)}")
     # only extractive configurations: no LLM to load (a quick look at the sentence picker)
     needs_llm = any(CONFIGS[c].get("mode") != "extractive" for c in configs)
-    base = Stack.from_settings(Settings.from_env(profile=profiles[0]))
+    server = None
+    over: dict = {}
+    if args.start_vllm:
+        # a vLLM OpenAI server of that profile's LLM, for the profiles that stream from one (remote-vllm)
+        from app.fleet import vllm_server
+
+        settings = Settings.from_env()
+        print(f"  starting a vLLM server of {args.start_vllm}'s LLM…", file=sys.stderr, flush=True)
+        server, url = await vllm_server.start(args.start_vllm, settings.models_dir, log_path=args.out / "vllm.log",
+                                              cache_dir=settings.vllm_cache_dir)
+        over["llm_base_url"] = f"{url}/v1"
+    elif args.llm_url:
+        over["llm_base_url"] = args.llm_url
+    base = Stack.from_settings(Settings.from_env(profile=profiles[0], **over))
     stacks = [base]
     rows: list[dict] = []
     scores: list = []
@@ -129,7 +146,7 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
 
             await ingest_folder(SAMPLE_KB, base.store, base.embedder, model_id=base.embedding_model_id)
         for name in profiles[1:] if needs_llm else []:
-            other = Stack.from_settings(Settings.from_env(profile=name))
+            other = Stack.from_settings(Settings.from_env(profile=name, **over))
             print(f"  loading llm ({name})…", file=sys.stderr, flush=True)
             await other.start(("llm",))
             other.embedder, other.store, other.retriever, other.picker = (base.embedder, base.store, base.retriever,
@@ -195,6 +212,8 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
             if stack.llm is not None:
                 await stack.llm.close()
         await base.close()
+        if server is not None:
+            await server.stop()
     return rows, scores
 
 
@@ -239,6 +258,9 @@ def main() -> int:
     ap.add_argument("--key")
     ap.add_argument("--no-key", action="store_true")
     ap.add_argument("--no-text", action="store_true", help="only the spoken subset")
+    ap.add_argument("--llm-url", help="the OpenAI-compatible server (…/v1) a remote-vllm profile streams from")
+    ap.add_argument("--start-vllm", metavar="PROFILE",
+                    help="start a vLLM server of PROFILE's LLM for the run (a remote-vllm profile streams from it)")
     ap.add_argument("--gate-config", help="the configuration whose extract scores the extract gate's sweep uses")
     ap.add_argument("--keep-in-scope", type=float, default=90.0,
                     help="the extract gate's choice passes at least this %% of in-scope questions")

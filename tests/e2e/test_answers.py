@@ -38,3 +38,13 @@ async def test_an_in_scope_question_is_answered_with_its_fact_and_the_path_is_re
     assert raw["answer"]["mode"] == stack.profile.stage("answer").get("mode", "generative")
     assert raw["answer"]["top_score"] >= stack.profile.stage("answer")["min_score"]
     assert result.sources and result.sources[0]["title"] == "Halden Aero at a Glance"
+
+
+async def test_a_question_about_a_subject_the_kb_never_mentions_is_held_to_the_stricter_gate(ws_url, stack):
+    answer = stack.profile.stage("answer")
+    result = await ask(ws_url, "Does Halden offer a student discount?")
+    raw = result.latency.raw
+    assert result.status == "completed" and result.reply == DECLINE_TEXT
+    assert raw["answer"]["path"] == "declined" and "student" in raw["answer"]["unknown_words"]
+    # close enough for a familiar question, not for this one
+    assert answer["min_score"] <= raw["answer"]["top_score"] < answer["min_score_unfamiliar"]
