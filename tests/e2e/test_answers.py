@@ -52,13 +52,9 @@ async def test_a_question_about_a_subject_the_kb_never_mentions_is_held_to_the_s
 
 async def test_the_fixed_reply_is_spoken_from_the_speech_cache(ws_url, stack):
     cache = stack.tts.cache
-    assert cache is not None and len(cache) >= 2  # the fixed replies, synthesized at start
+    assert cache is not None and len(cache) >= 3  # the fixed replies, synthesized at start
     hits, misses = cache.hits, cache.misses
     result = await ask(ws_url, "What is the capital of France?", audio=True)
     assert result.status == "completed" and result.reply == DECLINE_TEXT and result.audio_seconds > 1.0
-    # every chunk of the decline (as the speaker cuts it) was said before: none synthesized again
-    from app.tts.chunker import SentenceChunker
-
-    chunker = SentenceChunker(first_clause=True)
-    chunks = chunker.push(DECLINE_TEXT) + chunker.flush()
-    assert len(chunks) >= 2 and cache.hits == hits + len(chunks) and cache.misses == misses
+    # every chunk of the decline was said before: none synthesized again
+    assert cache.hits >= hits + 3 and cache.misses == misses
