@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING
 
-#: What is kept for a text: the engine's audio chunks (``app.tts.base.AudioChunk``: ``pcm16`` bytes each).
-Chunks = tuple[Any, ...]
+if TYPE_CHECKING:
+    from app.tts.base import AudioChunk
 
 __all__ = ["SpeechCache"]
 
@@ -23,16 +23,16 @@ __all__ = ["SpeechCache"]
 class SpeechCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[str, Chunks] = OrderedDict()
+        self._items: OrderedDict[str, tuple[AudioChunk, ...]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     @staticmethod
-    def _size(chunks: Chunks) -> int:
+    def _size(chunks: tuple[AudioChunk, ...]) -> int:
         return sum(len(c.pcm16) for c in chunks)
 
-    def get(self, text: str) -> Chunks | None:
+    def get(self, text: str) -> tuple[AudioChunk, ...] | None:
         with self._lock:
             chunks = self._items.get(text)
             if chunks is None:
@@ -42,7 +42,7 @@ class SpeechCache:
             self.hits += 1
             return chunks
 
-    def put(self, text: str, chunks: Chunks) -> None:
+    def put(self, text: str, chunks: tuple[AudioChunk, ...]) -> None:
         """Keep ``chunks`` for ``text`` (a chunk larger than the whole budget is not kept)."""
         size = self._size(chunks)
         if size > self.max_bytes:
