@@ -4,8 +4,7 @@ A partial is attempted every ``PARTIAL_EVERY_MS`` of new speech, at most one at 
 ASR engine is busy (a final transcript must not wait behind it). Once partials are stable - each repeats the
 one before and grows it, with enough words to search on - the newest is searched in the background; the
 result lands in the query cache, where the committed question finds it (exact, or near enough: see
-``app/rag/query_cache.py``), and the session is told (``found``: it may synthesize the answer's first chunk
-then, ``[tts] speak_ahead``).
+``app/rag/query_cache.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from app.audio.endpointing import WINDOW_MS
 from app.audio.rates import ASR_RATE
 from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
-from app.rag.base import BaseRetriever, Retrieval
+from app.rag.base import BaseRetriever
 from app.rag.query_cache import normalize as normalize_query
 from app.session.input_buffer import InputBuffer
 from app.session.turn import UserTurn
@@ -33,16 +32,12 @@ PARTIAL_EVERY_MS = 700
 MIN_AHEAD_WORDS = 4
 
 Spawn = Callable[[Coroutine[Any, Any, None]], asyncio.Task]
-#: ``(turn, partial transcript, retrieval) -> work to do with it`` (the session's speech ahead).
-Found = Callable[[UserTurn, str, Retrieval], Coroutine[Any, Any, None]]
 
 
 class Listening:
     def __init__(self, asr: ASREngine, retriever: BaseRetriever | None, *, window: str,
-                 send: Callable[[dict[str, Any]], None], spawn: Spawn, found: Found | None = None) -> None:
-        """``found``: told of each search ahead (the turn, the partial searched, what it found)."""
+                 send: Callable[[dict[str, Any]], None], spawn: Spawn) -> None:
         self.asr, self.retriever, self.window = asr, retriever, window
-        self._found = found
         #: The session's ``audio.input.transcription.prompt`` (None: the profile's).
         self.prompt: str | None = None
         self._send, self._spawn = send, spawn
@@ -95,13 +90,12 @@ class Listening:
             return
         self._spawn(self._search(retriever, turn, text))
 
-    async def _search(self, retriever: BaseRetriever, turn: UserTurn, text: str) -> None:
+    @staticmethod
+    async def _search(retriever: BaseRetriever, turn: UserTurn, text: str) -> None:
         t0 = now_ns()
         try:
-            found = await retriever.retrieve(text, count=False)
+            await retriever.retrieve(text, count=False)
         except Exception:  # ahead of time only: the commit searches (and reports) again
             log.debug("retrieval ahead failed", exc_info=True)
             return
         turn.prefetch_ms = (now_ns() - t0) / 1e6
-        if self._found is not None and self._turn is turn:
-            await self._found(turn, text, found)

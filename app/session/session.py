@@ -22,12 +22,11 @@ from app.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, Speech
 from app.audio.rates import INPUT_RATE
 from app.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
 from app.audio.vad import WINDOW
-from app.metrics.timeline import TurnTimeline, now_ns
+from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
 from app.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
 from app.protocol.events import ClientEvent, ProtocolError, new_id
 from app.protocol.session_config import SessionConfig
-from app.rag.base import Retrieval
 from app.session import stages
 from app.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, FunctionOutput, Item
 from app.session.input_buffer import MAX_BUFFER_MS, InputBuffer
@@ -40,7 +39,6 @@ from app.session.stats import SessionStats
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
 from app.session.turn_detection import TurnDetector
-from app.tts.chunker import SentenceChunker
 from app.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -62,8 +60,7 @@ class RealtimeSession:
         self.tasks = TaskSet()
         self.speculation = Speculation()
         self.listening = Listening(stack.asr, stack.retriever, window=self.tuning.partial_window,
-                                   send=transport.send, spawn=self.tasks.spawn,
-                                   found=self._speak_ahead if self.tuning.speak_ahead else None)
+                                   send=transport.send, spawn=self.tasks.spawn)
         self.detector = TurnDetector(stack.vad_session, self.config.turn_detection,
                                      pause_ms=self.tuning.speculate_after_ms or 64)
         self._turn: UserTurn | None = None
@@ -199,25 +196,6 @@ class RealtimeSession:
         elif self.detector.speaking and self.config.transcription and self.tuning.partials \
                 and self.speculation.held is None:  # a held reply is transcribing already
             self.listening.heard(self.input)
-
-    async def _speak_ahead(self, turn: UserTurn, question: str, found: Retrieval) -> None:
-        """A stable partial was searched ahead of the commit: its answer's first chunk is synthesized into the
-        speech cache (``[tts] speak_ahead``), so that the reply prepared at the pause finds its first audio
-        ready. Only when the answer's text needs no LLM (extractive or declined) and the reply will be spoken;
-        nothing is sent and the conversation is not touched. A failure here costs only the head start."""
-        tts = self.stack.tts
-        opts = ReplyOptions.resolve(self.config)
-        if tts is None or tts.cache is None or not opts.audio or opts.custom_instructions:
-            return
-        try:
-            retrieved = stages.Retrieved(passages=found.passages, vector=found.vector)
-            plan = await stages.answerer(self.stack, self.tuning).plan(question, retrieved, opts.instructions, [],
-                                                                        TurnTimeline(f"ahead-{turn.item_id}"))
-            first = SentenceChunker(first_clause=self.tuning.first_clause).push(plan.text) if plan.text else []
-            if first:
-                await tts.run(tts.speak, first[0])
-        except Exception:
-            log.warning("speech ahead of the commit failed (the reply synthesizes it then)", exc_info=True)
 
     def _analyse(self, pcm16: bytes, rate: int) -> tuple[list[np.ndarray], list[float]]:
         """Windows and their speech probabilities (on a worker thread: the VAD's state is this session's)."""

@@ -28,10 +28,6 @@ class PipelineTuning:
     history_tokens: int = 384
     #: The first TTS chunk is the first clause or six words (``[tts] first_clause``).
     first_clause: bool = True
-    #: When a stable partial transcript was searched ahead of the commit, its answer's first chunk is
-    #: synthesized into the speech cache (``[tts] speak_ahead``; app/session/session.py): the reply prepared at
-    #: the pause finds its first audio ready. Extractive and declined answers only (their text needs no LLM).
-    speak_ahead: bool = False
     #: How questions are answered (``[answer]``: app/answer/policy.py).
     answer: AnswerPolicy = field(default_factory=AnswerPolicy)
     #: How tool calls are decided (``[tools]``: app/tools/policy.py).
@@ -51,7 +47,6 @@ class PipelineTuning:
             context_tokens=int(llm.get("context_tokens", d.context_tokens)),
             history_tokens=int(llm.get("history_tokens", d.history_tokens)),
             first_clause=bool(tts.get("first_clause", d.first_clause)),
-            speak_ahead=bool(tts.get("speak_ahead", d.speak_ahead)),
             answer=AnswerPolicy.from_stage(profile.stage("answer")),
             tools=ToolPolicy.from_stage(profile.stage("tools")),
             interruption=InterruptionOptions.from_stage(profile.stage("interruption")),

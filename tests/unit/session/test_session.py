@@ -7,9 +7,7 @@ import numpy as np
 
 from app.engine import ThreadedEngine
 from app.protocol import parse_client_event
-from app.answer.policy import AnswerPolicy
-from tests.unit.session.fakes import (FakeLLM, FakePassage, FakeRetriever, FakeTTS, feed, make_session, silence, speech,
-                                     wait_for)
+from tests.unit.session.fakes import FakeLLM, FakePassage, FakeRetriever, feed, make_session, silence, speech, wait_for
 
 
 async def test_spoken_turn_flows_through_every_stage():
@@ -382,47 +380,3 @@ async def test_the_transcription_prompt_primes_partials_and_the_final_transcript
     assert finals and set(finals) == {"Halden Aero, Care+"}
     assert set(partials) <= {"Halden Aero, Care+"}
     assert session.config.to_wire()["audio"]["input"]["transcription"]["prompt"] == "Halden Aero, Care+"
-
-
-async def test_the_answer_s_first_chunk_is_synthesized_ahead_on_a_stable_partial_and_spoken_from_the_cache():
-    """[tts] speak_ahead: a stable partial was searched; its answer (here the fixed decline: no LLM) has its
-    first chunk synthesized then, so the reply at the commit finds it in the speech cache."""
-    from dataclasses import replace
-
-    from app.answer.policy import DECLINE_TEXT
-    from app.rag.query_cache import QueryCache
-    from app.rag.retriever import Retriever
-    from app.tts.cache import SpeechCache
-
-    class Embedder(ThreadedEngine):
-        def embed_one(self, text):
-            return np.array([1.0, 0.0], dtype=np.float32)
-
-    class Store:
-        async def search(self, vec, k):
-            return [FakePassage()]
-
-    class CountingTTS(FakeTTS):
-        def __init__(self):
-            super().__init__()
-            self.cache = SpeechCache(10**7)
-            self.texts = []
-
-        def synthesize(self, text):
-            self.texts.append(text)
-            yield from super().synthesize(text)
-
-    retriever = Retriever(Embedder(), Store(), k=3, cache=QueryCache(near_threshold=0.99))
-    session, t, stack = make_session(retriever=retriever, speculative=False)
-    stack.tts = CountingTTS()
-    # every question declined (the passage's cosine 0.9 is under the gate): the reply's text needs no LLM
-    profile = stack.profile
-    stack.profile = replace(profile, stages={**profile.stages, "answer": {"mode": "extractive", "min_score": 0.99}})
-    session.tuning = replace(session.tuning, answer=AnswerPolicy(mode="extractive", min_score=0.99))
-    assert session.tuning.speak_ahead  # the profile's (cpu-tiny's [tts])
-    await feed(session, silence(0.3) + speech(2.4) + silence(0.8))
-    await wait_for(t, "response.done")
-    first = "Sorry, I can only help with"
-    assert DECLINE_TEXT.startswith(first)
-    assert stack.tts.texts.count(first) == 1, "synthesized once: ahead, not again by the reply"
-    assert stack.tts.texts.index(first) == 0 and stack.tts.cache.hits >= 1
