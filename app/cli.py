@@ -208,10 +208,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 words = f", the KB's {len(vocabulary)} word stems listed" if vocabulary is not None else ""
                 print(f"  answer sentences of {warmed} passages embedded{words} in "
                       f"{time.perf_counter() - t_warm:.1f} s", flush=True)
-            t_warm = time.perf_counter()
-            if spoken := await stack.warm_speech():
-                print(f"  the fixed replies' {spoken} chunks of speech synthesized in "
-                      f"{time.perf_counter() - t_warm:.1f} s", flush=True)
             server.attach(stack)
             if settings.malloc_trim_s > 0 and native_memory.available():
                 trimmer = native_memory.HeapTrimmer(settings.malloc_trim_s)

@@ -193,22 +193,6 @@ class Stack:
             self.vocabulary = Vocabulary.from_texts(f"{p.title} {p.content}" for p in everything)
         return held
 
-    async def warm_speech(self) -> int:
-        """The fixed replies (``[answer]`` decline_text and idle_text) synthesized into the TTS's speech cache,
-        cut as a reply's speaker cuts them (the first clause, then sentences): their first audio is ready at
-        once. Returns the chunks the cache holds (0: no TTS, or no cache)."""
-        if self.tts is None or self.tts.cache is None:
-            return 0
-        from app.session.tuning import PipelineTuning
-        from app.tts.chunker import SentenceChunker
-
-        tuning = PipelineTuning.from_profile(self.profile)
-        texts: list[str] = []
-        for text in (tuning.answer.decline_text, tuning.answer.idle_text):
-            chunker = SentenceChunker(first_clause=tuning.first_clause)
-            texts += chunker.push(text) + chunker.flush()
-        return await self.tts.run(self.tts.warm, texts)
-
     async def close(self) -> None:
         errors: list[str] = []
         for engine in (self.asr, self.tts, self.embedder, self.end_of_turn):

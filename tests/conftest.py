@@ -47,7 +47,6 @@ async def stack(settings: Settings):
     await st.start(("db", "vad", "asr", "embedder", "tts", "turn"))
     await ingest_folder(SAMPLE_KB, st.store, st.embedder, model_id=st.embedding_model_id)
     await st.warm_answers()  # as `serve` does: the answers' sentences, the reranker's titles, the KB's words
-    await st.warm_speech()  # and the fixed replies' speech
     yield st
     await st.close()
 

@@ -223,7 +223,7 @@ class Speaker:
         end of the reply, what the resampler still holds."""
         if text is None:
             return float32_to_pcm16(self._resampler.process(np.zeros(0, dtype=np.float32), last=True)), now_ns()
-        chunks = self.tts.speak(text)  # from the speech cache when said before
+        chunks = list(self.tts.synthesize(text))
         done_ns = now_ns()
         pcm = b"".join(float32_to_pcm16(self._resampler.process(pcm16_to_float32(c.pcm16))) for c in chunks)
         return pcm, done_ns

@@ -4,11 +4,10 @@ own threads (``await tts.run(...)``)."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from app.engine import ThreadedEngine
-from app.tts.cache import SpeechCache
 
 
 @dataclass(frozen=True)
@@ -27,10 +26,8 @@ class TTSEngine(ThreadedEngine, abc.ABC):
     name = "tts"
     sample_rate: int
 
-    def __init__(self, workers: int = 2, *, cache_bytes: int = 0) -> None:
+    def __init__(self, workers: int = 2) -> None:
         super().__init__(workers=workers)
-        #: Speech said before (app/tts/cache.py); None: every chunk is synthesized.
-        self.cache = SpeechCache(cache_bytes) if cache_bytes > 0 else None
 
     @abc.abstractmethod
     def load(self) -> None: ...
@@ -38,22 +35,3 @@ class TTSEngine(ThreadedEngine, abc.ABC):
     @abc.abstractmethod
     def synthesize(self, text: str) -> Iterator[AudioChunk]:
         """Yield one chunk per sentence (blocking, CPU-heavy: run it with :meth:`run`)."""
-
-    def speak(self, text: str) -> tuple[AudioChunk, ...]:
-        """``text``'s audio: from the cache when it was said before, else synthesized (and kept). Blocking on a
-        miss: run it with :meth:`run`."""
-        if self.cache is None:
-            return tuple(self.synthesize(text))
-        chunks = self.cache.get(text)
-        if chunks is None:
-            chunks = tuple(self.synthesize(text))
-            self.cache.put(text, chunks)
-        return chunks
-
-    def warm(self, texts: Iterable[str]) -> int:
-        """Synthesize ``texts`` into the cache now (blocking: at start, in a thread); returns how many are held."""
-        if self.cache is None:
-            return 0
-        for text in texts:
-            self.speak(text)
-        return len(self.cache)

@@ -7,28 +7,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.errors import ConfigError, ModelError
+from app.errors import ModelError
 from app.tts.base import AudioChunk, TTSEngine
-
-
-#: The speech cache's largest budget (``[tts] cache_mb``).
-MAX_CACHE_MB = 4096
-
-
-def cache_bytes(cfg: dict[str, Any]) -> int:
-    """``[tts] cache_mb`` (MiB of speech said before, kept: app/tts/cache.py; 0: none) in bytes."""
-    value = cfg.get("cache_mb", 0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_CACHE_MB:
-        raise ConfigError(f"[tts] cache_mb = {value!r} must be a number of MiB from 0 to {MAX_CACHE_MB}",
-                          "fix the profile's [tts] section")
-    return int(value * 2**20)
 
 
 class PiperTTS(TTSEngine):
     name = "piper"
 
     def __init__(self, model: Path, config: Path, cfg: dict[str, Any]) -> None:
-        super().__init__(workers=int(cfg.get("workers", 2)), cache_bytes=cache_bytes(cfg))
+        super().__init__(workers=int(cfg.get("workers", 2)))
         self.model_path = model
         self.config_path = config
         self.cfg = cfg
@@ -71,5 +58,4 @@ class PiperTTS(TTSEngine):
         from importlib.metadata import version
 
         return {"engine": f"piper-tts {version('piper-tts')}", "voice": self.model_path.name,
-                "sample_rate": self.sample_rate,
-                "cache_mb": round(self.cache.max_bytes / 2**20, 1) if self.cache is not None else 0}
+                "sample_rate": self.sample_rate}
