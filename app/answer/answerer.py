@@ -103,12 +103,17 @@ class Answerer:
                     return  # closing the stream aborts the engine request
 
     async def plan(self, question: str, found: Found, instructions: str,
-                   history: list[dict[str, str]], timeline: TurnTimeline, *, custom_instructions: bool = False) -> Plan:
+                   history: list[dict[str, str]], timeline: TurnTimeline, *, custom_instructions: bool = False,
+                   heard: bool = False) -> Plan:
         """``custom_instructions``: the client set its own instructions (``session.update`` or
-        ``response.create``): they are the model's to follow, so the extractive mode answers generatively."""
+        ``response.create``): they are the model's to follow, so the extractive mode answers generatively.
+        ``heard``: the question is a transcript of the caller's speech; a word of it the KB never uses is as
+        likely Whisper's mis-hearing of a name ("arrow" for Aero) as another subject (docs/BENCHMARKS.md §27), so
+        ``min_score_unfamiliar`` applies to typed questions only."""
         p = self._policy(custom_instructions)
         score = found.top_score
-        unknown = self.vocabulary.unknown(question) if self.vocabulary is not None and p.min_score_unfamiliar else []
+        unknown = self.vocabulary.unknown(question) if (self.vocabulary is not None and p.min_score_unfamiliar
+                                                        and not heard) else []
         plan = await self._choose(p, question, found, instructions, history, timeline, score,
                                   max(p.min_score, p.min_score_unfamiliar) if unknown else p.min_score)
         if plan.text:

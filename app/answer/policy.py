@@ -31,7 +31,8 @@ class AnswerPolicy:
     min_extract_score: float = 0.0
     #: The same gate for a question with a subject word the knowledge base never uses (a product, place or
     #: topic it does not cover: app/rag/vocabulary.py): it needs at least this cosine to the best passage. 0:
-    #: such a question is held to ``min_score`` like any other.
+    #: such a question is held to ``min_score`` like any other. Typed questions only: a transcript's unknown
+    #: word is as often a mis-hearing (``Answerer.plan(heard=True)``).
     min_score_unfamiliar: float = 0.0
     #: From ``min_score`` up to this cosine the question is borderline: a generative prompt tells the model
     #: to say it does not know when the context does not answer.

@@ -279,7 +279,8 @@ class Reply:
                 return
         self.output.send(ev.sources(self.id, turn.item_id, [p.as_source() for p in found.passages]))
         plan = await answerer.plan(question, found, opts.instructions,
-                                   self.conversation.for_prompt(exclude=turn.item_id), tl, custom_instructions=custom)
+                                   self.conversation.for_prompt(exclude=turn.item_id), tl, custom_instructions=custom,
+                                   heard=self.audio is not None)
         await self._speak(answerer, plan)
 
     async def _nudge(self) -> None:

@@ -163,3 +163,17 @@ async def test_without_a_vocabulary_every_question_is_held_to_min_score():
 def test_bad_answer_settings_are_a_config_error(cfg):
     with pytest.raises(ConfigError):
         AnswerPolicy.from_stage(cfg)
+
+
+async def test_a_heard_question_is_not_held_to_the_unfamiliar_gate():
+    """A transcript's unknown word may be Whisper's mis-hearing of a name: only typed questions get that gate."""
+    from app.rag.vocabulary import Vocabulary
+
+    llm = FakeLLM()
+    answerer = Answerer(AnswerPolicy(mode="extractive", min_score=0.3, min_score_unfamiliar=0.5),
+                        functools.partial(build_prompt, llm, PipelineTuning()), functools.partial(generate, llm),
+                        SentencePicker(Embed()), Vocabulary.from_texts([GLANCE.content]))
+    typed = await answerer.plan("How much does the arrow cost in dollars?", retrieved(0.45), "", [], TurnTimeline("t"))
+    heard = await answerer.plan("How much does the arrow cost in dollars?", retrieved(0.45), "", [], TurnTimeline("u"),
+                                heard=True)
+    assert (typed.path, heard.path) == ("declined", "extractive")
