@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 ALL = ("db", "vad", "asr", "embedder", "llm", "tts", "turn")
 
 
-
 @dataclass
 class Stack:
     settings: Settings
@@ -183,14 +182,13 @@ class Stack:
             return 0
         if not (policy.picks_sentences or self.reranker is not None or policy.min_score_unfamiliar):
             return 0
-        passages = await self.store.passages(self.picker.max_passages)
+        # read once: the picker holds up to its own bound, the vocabulary is the whole KB's
+        passages = await self.store.passages()
         held = await self.picker.warm(passages)
         if self.reranker is not None:
             await self.reranker.warm(passages)
         if policy.min_score_unfamiliar:
-            # the vocabulary is the whole KB's, not only the passages the picker holds
-            everything = await self.store.passages()
-            self.vocabulary = Vocabulary.from_texts(f"{p.title} {p.content}" for p in everything)
+            self.vocabulary = Vocabulary.from_texts(f"{p.title} {p.content}" for p in passages)
         return held
 
     async def close(self) -> None:
