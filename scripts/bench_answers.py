@@ -81,6 +81,11 @@ CONFIGS: dict[str, dict] = {
     # the gates on the passage (0.32) and the sentence (0.44)
     "profile-before": {"mode": "extractive", "sentences": 3, "extract_span": "following", "min_score": 0.32,
                        "min_score_unfamiliar": 0.0, "min_extract_score": 0.44, "retrieval": "hybrid-w0.5"},
+    # the profile as it is but its reranker without the lexical term (BM25, docs/BENCHMARKS.md §29)
+    "profile-no-lexical": {"retrieval": "profile-no-lexical"},
+    # ... and with the lexical weight at half and twice its default (0.05): how much the choice matters
+    "profile-lexical-0.025": {"retrieval": "profile-lexical-0.025"},
+    "profile-lexical-0.1": {"retrieval": "profile-lexical-0.1"},
     # the profile's [answer] as it is, gates included
     "profile": {},
 }
@@ -165,17 +170,31 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
         from app.rag.rerank import Reranker
 
         reranker = base.reranker or Reranker(base.embed_texts, base.picker)
+        # §27's steps were measured before the lexical term (§29): their reranker has none
+        unlexical = Reranker(base.embed_texts, base.picker, dataclasses.replace(reranker.weights, lexical=0.0))
         retrievers["hybrid-w0.5-clean"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
                                                     text_weight=0.5, clean=True)
         retrievers["hybrid-w0.5-rerank-raw"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
-                                                         text_weight=0.5, reranker=reranker)
+                                                         text_weight=0.5, reranker=unlexical)
         retrievers["hybrid-w0.5-rerank"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
-                                                     text_weight=0.5, clean=True, reranker=reranker)
+                                                     text_weight=0.5, clean=True, reranker=unlexical)
         mine = base.retriever
         retrievers["profile"] = Retriever(base.embedder, base.store, mine.k, hybrid=mine.hybrid,
                                           text_weight=mine.text_weight, clean=mine.clean, reranker=mine.reranker,
                                           candidates=mine.candidates)
-        await reranker.warm(await base.store.passages())
+        retrievers["profile-no-lexical"] = Retriever(base.embedder, base.store, mine.k, hybrid=mine.hybrid,
+                                                     text_weight=mine.text_weight, clean=mine.clean,
+                                                     reranker=unlexical if mine.reranker else None,
+                                                     candidates=mine.candidates)
+        every = await base.store.passages()
+        await reranker.warm(every)
+        await unlexical.warm(every)
+        for weight in (0.025, 0.1):
+            other = Reranker(base.embed_texts, base.picker, dataclasses.replace(reranker.weights, lexical=weight))
+            await other.warm(every)
+            retrievers[f"profile-lexical-{weight}"] = Retriever(
+                base.embedder, base.store, mine.k, hybrid=mine.hybrid, text_weight=mine.text_weight, clean=mine.clean,
+                reranker=other if mine.reranker else None, candidates=mine.candidates)
         print(f"  warmed the answers' sentences of {await base.warm_answers()} passages", file=sys.stderr)
         default_retrieval = "profile"
         variants = []

@@ -90,7 +90,7 @@ class Retriever(BaseRetriever):
         passages = await (self.store.hybrid_search(vec, query, n, text_weight=self.text_weight) if self.hybrid
                           else self.store.search(vec, n))
         if self.reranker is not None:
-            passages = (await self.reranker.rerank(vec, passages))[:k]
+            passages = (await self.reranker.rerank(vec, passages, query))[:k]
         t2 = time.perf_counter()
         if cache is not None:
             cache.put(query, vec, passages, (t2 - t1) * 1000)

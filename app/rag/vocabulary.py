@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from app.rag.question import FUNCTION_WORDS, clean_question
 
-__all__ = ["Vocabulary"]
+__all__ = ["Vocabulary", "subject_stems"]
 
 _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 STEM = 5
@@ -31,6 +31,13 @@ def _words(text: str) -> Iterable[str]:
         if suffix == "t":  # isn't, didn't, won't: an auxiliary, negated
             continue
         yield base
+
+
+def subject_stems(text: str) -> list[str]:
+    """The subject words of ``text`` as this module compares them: the fillers of speech out, function words
+    and negated auxiliaries out, each cut to its first :data:`STEM` letters, in order, repeats kept (what the
+    lexical term of the reranker counts, app/rag/lexical.py)."""
+    return [w[:STEM] for w in _words(clean_question(text)) if w not in FUNCTION_WORDS]
 
 
 class Vocabulary:

@@ -104,3 +104,11 @@ async def test_warming_lists_the_kb_s_words_and_the_reranker_puts_the_answering_
     # the fused order alone put "Filter Life Warning Will Not Clear" first (docs/BENCHMARKS.md §17)
     r = await stack.retriever.retrieve("um, so how long does the filter last?", k=3)
     assert r.passages[0].title == "When to Replace the Filter"
+
+
+async def test_the_reranker_s_lexical_term_weighs_an_error_code_by_its_rarity(stack):
+    await stack.warm_answers()
+    assert stack.reranker.lexical is not None and len(stack.reranker.lexical) == await stack.store.count()
+    # without BM25 the "fan ... stopped" words put "Error E1 Fan Motor Stalled" first (docs/BENCHMARKS.md §29)
+    r = await stack.retriever.retrieve("The fan suddenly stopped and the screen says E7, what happened?", k=3)
+    assert r.passages[0].title == "Error E7 Tip-Over Detected"

@@ -74,3 +74,37 @@ def test_bad_weights_are_a_config_error(cfg):
 def test_weights_default_and_read_from_the_profile():
     assert RerankWeights.from_config(None) == RerankWeights()
     assert RerankWeights.from_config({"title": 0.5}).title == 0.5
+
+
+E1 = P(3, "Error E1 Fan Motor Stalled", "The fan motor could not turn. Unplug the fan", 0.30)
+E7 = P(4, "Error E7 Tip-Over Detected", "The purifier stops when it is tipped over", 0.50)
+
+
+async def test_the_lexical_term_moves_up_the_passage_holding_a_rare_word_of_the_question():
+    q = bag("filter")  # the bag embedder knows none of these words: only the store's cosine and place speak
+    question = "the screen says E7"
+    plain = Reranker(Embed(), Sentences(), RerankWeights(sentence=0, title=0))
+    assert [p.chunk_id for p in await plain.rerank(q, [E1, E7], question)] == [3, 4]  # not warmed: no BM25
+    lexical = Reranker(Embed(), Sentences(), RerankWeights(sentence=0, title=0, lexical=1.0))
+    # E1 leads by 0.5 x 0.2 of cosine and a fused place: less than E7's BM25 for the rare "E7"
+    await lexical.warm([E1, E7, WARNING, WHEN])
+    assert lexical.lexical is not None and len(lexical.lexical) == 4
+    assert [p.chunk_id for p in await lexical.rerank(q, [E1, E7], question)] == [4, 3]
+    # without the question's text the term counts 0
+    assert [p.chunk_id for p in await lexical.rerank(q, [E1, E7])] == [3, 4]
+    bm25 = lexical.lexical.scores(question, [E1, E7])
+    scores = await lexical.scores(q, [E1, E7], question)
+    assert scores[1] == pytest.approx(0.5 * 0.5 + 20.0 / (RRF_K + 1) + 1.0 * bm25[1], rel=1e-5)
+
+
+async def test_with_the_lexical_weight_at_zero_no_index_is_built():
+    r = Reranker(Embed(), Sentences(), RerankWeights(lexical=0))
+    await r.warm([E1, E7])
+    assert r.lexical is None
+
+
+def test_the_lexical_weight_is_read_from_the_profile():
+    assert RerankWeights.from_config({"lexical": 0.1}).lexical == 0.1
+    assert RerankWeights().lexical == 0.05
+    with pytest.raises(ConfigError):
+        RerankWeights.from_config({"lexical": -0.5})

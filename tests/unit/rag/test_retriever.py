@@ -39,9 +39,11 @@ class Reverse:
 
     def __init__(self):
         self.seen = []
+        self.questions = []
 
-    async def rerank(self, vector, passages):
+    async def rerank(self, vector, passages, question=""):
         self.seen.append(len(passages))
+        self.questions.append(question)
         return list(reversed(passages))
 
 
@@ -57,9 +59,10 @@ async def test_the_question_is_searched_without_its_fillers_when_asked():
 
 async def test_the_reranker_orders_the_candidates_and_k_of_them_are_kept():
     store, reranker = Store(), Reverse()
-    r = Retriever(Embedder(), store, k=3, reranker=reranker, candidates=10)
-    got = await r.retrieve("filter")
+    r = Retriever(Embedder(), store, k=3, reranker=reranker, candidates=10, clean=True)
+    got = await r.retrieve("um, filter")
     assert store.asked == [(None, 10)] and reranker.seen == [10]
+    assert reranker.questions == ["filter"]  # the question as searched: its lexical term reads it
     assert [p.chunk_id for p in got.passages] == [9, 8, 7]
     without = await Retriever(Embedder(), store, k=3).retrieve("filter")
     assert [p.chunk_id for p in without.passages] == [0, 1, 2] and store.asked[-1] == (None, 3)

@@ -29,3 +29,10 @@ def test_a_short_word_meets_the_longer_kb_word_it_begins_and_a_plural_its_singul
     assert v.unknown("What does it cost?") == []
     assert v.unknown("How many fans does it have?") == []
     assert v.knows("cos") and not v.knows("co")  # down to three letters: a beginning of "costs"
+
+
+def test_subject_stems_are_the_words_compared_cut_to_five_letters_repeats_kept():
+    from app.rag.vocabulary import subject_stems
+
+    assert subject_stems("Um, so how long does the FILTER last? The filters!") == ["filte", "last", "filte"]
+    assert subject_stems("isn't it?") == []
