@@ -7,9 +7,10 @@
 Each session replays the corpus (the replay benchmark's runner: real-time pace, one turn after another,
 the server's final ``sub250.turn.latency`` reports kept), for ``--minutes`` (fractions allowed). Every
 ``--sample-s`` seconds the server is sampled: RSS and open FDs (from ``/proc/<pid>`` with ``--pid``, else
-``process_resident_memory_bytes`` / ``process_open_fds`` from ``/metrics``), asyncio tasks and sessions
-open (``/metrics``); and every ``--rss-every-s`` seconds the RSS alone, for each interval's median and
-highest. Per interval: turns sent / completed / failed, ttft and voice_to_voice p50/p95; at
+``process_resident_memory_bytes`` / ``process_open_fds`` from ``/metrics``; with ``--pid`` also the RSS's
+parts, ``RssAnon`` the heap and stacks and ``RssFile`` the mapped files' pages, and the threads), asyncio
+tasks and sessions open (``/metrics``); and every ``--rss-every-s`` seconds the RSS (and RssAnon) alone,
+for each interval's median and highest. Per interval: turns sent / completed / failed, ttft and voice_to_voice p50/p95; at
 the end the totals (lost turns), RSS growth after the first interval in %, FD and task growth, and what
 is left once every session closed. Writes soak.json, turns.jsonl, table.txt and soak.png under --out.
 
@@ -62,6 +63,7 @@ async def main(args: argparse.Namespace) -> int:
     turns: list[dict] = []
     samples: list[dict] = []
     rss_trace: list[tuple[float, float]] = []
+    anon_trace: list[tuple[float, float]] = []
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     running: list[asyncio.Task] = []
@@ -108,6 +110,8 @@ async def main(args: argparse.Namespace) -> int:
                 s = await probe.sample()
                 if s.get("rss_bytes") is not None:
                     rss_trace.append((time.time() - start_wall, s["rss_bytes"]))
+                if s.get("rss_anon_bytes") is not None:
+                    anon_trace.append((time.time() - start_wall, s["rss_anon_bytes"]))
 
         baseline = await probe.sample()
         baseline["interval"] = "baseline"
@@ -145,7 +149,7 @@ async def main(args: argparse.Namespace) -> int:
         samples.append(after)
 
     rows = soak.interval_rows(turns, samples, start_wall=start_wall, interval_s=args.sample_s, count=count,
-                              rss_trace=rss_trace)
+                              rss_trace=rss_trace, anon_trace=anon_trace)
     report = {
         "command": " ".join(sys.argv),
         "config": {"url": args.url, "sessions": args.sessions, "minutes": args.minutes, "sample_s": args.sample_s,
@@ -158,6 +162,7 @@ async def main(args: argparse.Namespace) -> int:
         "growth": soak.growth(rows, baseline, after),
         "samples": samples,
         "rss_trace": [[round(t, 3), v] for t, v in rss_trace],
+        "anon_trace": [[round(t, 3), v] for t, v in anon_trace],
     }
     write_jsonl(out / "turns.jsonl", turns)
     (out / "soak.json").write_text(json.dumps(report, indent=2))

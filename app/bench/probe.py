@@ -83,17 +83,26 @@ def server_figures(metrics: dict[str, float]) -> dict[str, float | None]:
     return figures
 
 
+#: ``/proc/<pid>/status`` lines read, and the figure each becomes (kB lines in bytes)
+STATUS_FIGURES = {"VmRSS": "rss_bytes", "RssAnon": "rss_anon_bytes", "RssFile": "rss_file_bytes",
+                  "Threads": "threads"}
+
+
 def proc_figures(pid: int) -> dict[str, float]:
-    """RSS (``VmRSS``) and open file descriptors of process ``pid``, from ``/proc``."""
-    rss = None
+    """RSS (``VmRSS``) and its parts, the heap and stacks (``RssAnon``) and the mapped files' pages in memory
+    (``RssFile``: libraries, model files), the threads and open file descriptors of process ``pid``, from
+    ``/proc``."""
+    out: dict[str, float] = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                rss = float(line.split()[1]) * 1024  # kB
-                break
-    if rss is None:
+            name, _, value = line.partition(":")
+            if name in STATUS_FIGURES:
+                fields = value.split()
+                out[STATUS_FIGURES[name]] = float(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
+    if "rss_bytes" not in out:
         raise RuntimeError(f"/proc/{pid}/status has no VmRSS line (a zombie?)")
-    return {"rss_bytes": rss, "open_fds": float(len(os.listdir(f"/proc/{pid}/fd")))}
+    out["open_fds"] = float(len(os.listdir(f"/proc/{pid}/fd")))
+    return out
 
 
 class Probe:

@@ -12,7 +12,7 @@ from app.bench.probe import mib
 from app.bench.stats import _get, percentile
 
 #: Sample figures carried into each interval's row.
-SAMPLED = ("rss_bytes", "open_fds", "asyncio_tasks", "sessions_open")
+SAMPLED = ("rss_bytes", "rss_anon_bytes", "rss_file_bytes", "threads", "open_fds", "asyncio_tasks", "sessions_open")
 
 
 def _pcts(values: list[float]) -> tuple[float | None, float | None]:
@@ -27,14 +27,16 @@ def error_codes(turns: list[dict[str, Any]]) -> dict[str, int]:
 
 def interval_rows(turns: list[dict[str, Any]], samples: list[dict[str, Any]], *, start_wall: float,
                   interval_s: float, count: int,
-                  rss_trace: list[tuple[float, float]] | None = None) -> list[dict[str, Any]]:
+                  rss_trace: list[tuple[float, float]] | None = None,
+                  anon_trace: list[tuple[float, float]] | None = None) -> list[dict[str, Any]]:
     """One row per interval of ``interval_s`` from ``start_wall`` (``time.time()``): the turns that started in
     it (sent, completed, failed; ttft and voice_to_voice p50/p95 from the server's final latency reports)
     and the server sample taken at its end (``sample["interval"] == k``; missing if the run stopped first).
     Turns that started after the last interval's end (none, unless the clock is off) count in the last.
     ``rss_trace``: ``(seconds since start, RSS bytes)`` read every few seconds; each row gets the median and
     the highest RSS of its interval (``rss_median``, ``rss_max``): the RSS of a loaded server swings by
-    hundreds of MiB within a minute, so one sample at an interval's end says little about growth."""
+    hundreds of MiB within a minute, so one sample at an interval's end says little about growth.
+    ``anon_trace``: the same for ``RssAnon`` (the heap and stacks, without mapped files): ``anon_median``."""
     rows = []
     by_interval = {s["interval"]: s for s in samples if isinstance(s.get("interval"), int)}
     for k in range(count):
@@ -55,6 +57,8 @@ def interval_rows(turns: list[dict[str, Any]], samples: list[dict[str, Any]], *,
         inside = sorted(v for t, v in rss_trace or [] if lo <= t < hi)
         row["rss_median"] = percentile(inside, 50) if inside else None
         row["rss_max"] = inside[-1] if inside else None
+        anon = sorted(v for t, v in anon_trace or [] if lo <= t < hi)
+        row["anon_median"] = percentile(anon, 50) if anon else None
         rows.append(row)
     return rows
 
@@ -92,10 +96,20 @@ def growth(rows: list[dict[str, Any]], baseline: dict[str, Any] | None,
         d = _delta(t_first, t_last, key)
         return None if d is None else d / t_first[key] * 100
 
+    def sample_pct(key: str) -> float | None:
+        d = _delta(first, last, key)
+        return None if d is None else d / first[key] * 100
+
     return {
         # the first interval's median / highest RSS against the last one's (the trace)
         "rss_median_pct": pct("rss_median"),
         "rss_max_pct": pct("rss_max"),
+        # the heap and stacks alone (RssAnon), on the trace's medians; the mapped files' pages (RssFile) at the
+        # intervals' ends
+        "anon_median_pct": pct("anon_median"),
+        "rss_file_pct": sample_pct("rss_file_bytes"),
+        "rss_file_bytes": _delta(first, last, "rss_file_bytes"),
+        "threads": _delta(first, last, "threads"),
         "from_interval": None if first is None else first["interval"],
         "to_interval": None if last is None else last["interval"],
         "rss_pct": None if rss is None else rss / first["rss_bytes"] * 100,
@@ -112,11 +126,13 @@ def _f(v: float | None, spec: str = ".0f") -> str:
 
 def format_table(report: dict[str, Any]) -> str:
     lines = [f"{'interval end':>12}{'sent':>6}{'ok':>5}{'fail':>6}{'ttft p50':>10}{'p95':>7}{'v2v p50':>9}{'p95':>7}"
-             f"{'RSS MiB':>10}{'median':>8}{'max':>8}{'FDs':>6}{'tasks':>7}{'sessions':>9}{'errors':>8}"]
+             f"{'RSS MiB':>10}{'median':>8}{'max':>8}{'anon':>7}{'file':>6}{'thr':>5}{'FDs':>6}{'tasks':>7}"
+             f"{'sessions':>9}{'errors':>8}"]
     for r in report["intervals"]:
         lines.append(f"{r['t_end_s']:>11.0f}s{r['sent']:>6}{r['completed']:>5}{r['failed']:>6}{_f(r['ttft_p50']):>10}"
                      f"{_f(r['ttft_p95']):>7}{_f(r['v2v_p50']):>9}{_f(r['v2v_p95']):>7}{mib(r['rss_bytes']):>10}"
-                     f"{mib(r.get('rss_median')):>8}{mib(r.get('rss_max')):>8}"
+                     f"{mib(r.get('rss_median')):>8}{mib(r.get('rss_max')):>8}{mib(r.get('anon_median')):>7}"
+                     f"{mib(r.get('rss_file_bytes')):>6}{_f(r.get('threads')):>5}"
                      f"{_f(r['open_fds']):>6}{_f(r['asyncio_tasks']):>7}{_f(r['sessions_open']):>9}"
                      f"{sum(r['errors'].values()):>8}")
     t, g = report["totals"], report["growth"]
@@ -135,6 +151,10 @@ def format_table(report: dict[str, Any]) -> str:
     if g.get("rss_max_pct") is not None:
         lines.append(f"RSS over the trace, first interval against the last: median {g['rss_median_pct']:+.1f}%, "
                      f"highest {g['rss_max_pct']:+.1f}%")
+    if g.get("anon_median_pct") is not None:
+        lines.append(f"its parts: the heap and stacks (RssAnon, median) {g['anon_median_pct']:+.1f}%, the mapped "
+                     f"files (RssFile, interval ends) {_f(g.get('rss_file_pct'), '+.1f')}%; threads "
+                     f"{_f(g.get('threads'), '+.0f')}")
     a = g["after_vs_baseline"]
     rss_after = "-" if a["rss_bytes"] is None else f"{a['rss_bytes'] / (1 << 20):+.1f} MiB"
     lines.append(f"after every session closed, against before the first: RSS {rss_after}, open FDs "

@@ -59,6 +59,33 @@ def test_growth_from_the_first_interval_and_what_is_left_after():
     assert a["sessions_open"] == 0
 
 
+def test_the_heap_apart_from_mapped_files_and_threads():
+    parts = [dict(s, rss_anon_bytes=(300 + i * 10) * (1 << 20), rss_file_bytes=(100 + i) * (1 << 20), threads=40 + i)
+             for i, s in enumerate(SAMPLES)]
+    rss = [(t, 500.0 * (1 << 20)) for t in (2, 4, 12, 14, 22, 24)]
+    anon = [(2, 300.0 * (1 << 20)), (4, 302.0 * (1 << 20)), (12, 305.0 * (1 << 20)), (22, 306.0 * (1 << 20)),
+            (24, 310.0 * (1 << 20))]
+    rows = soak.interval_rows(TURNS, parts, start_wall=START, interval_s=10, count=3, rss_trace=rss, anon_trace=anon)
+    assert [r["anon_median"] / (1 << 20) for r in rows] == [301, 305, 308]
+    assert [r["threads"] for r in rows] == [41, 42, 43]
+    g = soak.growth(rows, parts[0], parts[-1])
+    assert g["anon_median_pct"] == pytest.approx(700 / 301)
+    assert g["rss_file_pct"] == pytest.approx(200 / 101) and g["rss_file_bytes"] == 2 * (1 << 20)
+    assert g["threads"] == 2 and g["after_vs_baseline"]["threads"] == 4
+    table = soak.format_table({"intervals": rows, "totals": soak.totals(TURNS), "growth": g})
+    assert "RssAnon, median) +2.3%" in table and "threads +2" in table
+
+
+def test_proc_figures_read_the_parts_of_the_rss_and_the_threads():
+    import os
+
+    from app.bench.probe import proc_figures
+
+    f = proc_figures(os.getpid())
+    assert f["rss_bytes"] > 0 and 0 < f["rss_anon_bytes"] < f["rss_bytes"] and f["rss_file_bytes"] > 0
+    assert f["threads"] >= 1 and f["open_fds"] >= 3
+
+
 def test_a_missing_sample_leaves_its_row_without_figures():
     rows = soak.interval_rows(TURNS, SAMPLES[:2], start_wall=START, interval_s=10, count=3)
     assert rows[1]["rss_bytes"] is None and rows[2]["open_fds"] is None
