@@ -143,9 +143,8 @@ class Stack:
                                ttl_s=float(cfg.get("query_cache_ttl_s", 300))) if entries > 0 else None
             if opts.rerank:
                 self.reranker = Reranker(embed, self.picker, opts.weights)
-            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache,
-                                       hybrid=opts.hybrid, text_weight=opts.text_weight, clean=opts.clean,
-                                       reranker=self.reranker, candidates=opts.candidates)
+            self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache, options=opts,
+                                       reranker=self.reranker)
         if self.tool_selector is None:
             from app.tools.selector import EmbeddingSelector
 
@@ -172,7 +171,7 @@ class Stack:
     async def warm_answers(self) -> int:
         """Everything the answers compute from the knowledge base, made before the first caller: every
         passage's sentences embedded for the sentence picker and the reranker (measured: up to 84 ms of a
-        turn's ``prompt`` span otherwise), the titles for the reranker, the KB's vocabulary for the answer's
+        turn's ``prompt`` span otherwise), the titles and the BM25 index for the reranker, the KB's vocabulary for the answer's
         ``min_score_unfamiliar``. Returns the passages held (0: the profile's answers use none of it)."""
         from app.answer.policy import AnswerPolicy
         from app.rag.vocabulary import Vocabulary

@@ -157,44 +157,38 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
             other.embedder, other.store, other.retriever, other.picker = (base.embedder, base.store, base.retriever,
                                                                           base.picker)
             stacks.append(other)
-        from app.rag.retriever import Retriever
+        from app.rag.rerank import Reranker
+        from app.rag.retriever import RetrievalOptions, Retriever
+
+        def searcher(reranker: Reranker | None = None, **options) -> Retriever:
+            return Retriever(base.embedder, base.store, base.retriever.k, options=RetrievalOptions(**options),
+                             reranker=reranker)
 
         # every question searched (no query cache), each way a configuration asks for
-        retrievers = {"vector": Retriever(base.embedder, base.store, base.retriever.k, hybrid=False),
-                      "hybrid": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True),
-                      "hybrid-w0.5": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
-                                               text_weight=0.5),
-                      "hybrid-w0.25": Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
-                                                text_weight=0.25)}
-        # the profile's own retrieval ([embedder] hybrid, hybrid_text_weight), for configurations that name none
-        from app.rag.rerank import Reranker
-
         reranker = base.reranker or Reranker(base.embed_texts, base.picker)
         # §27's steps were measured before the lexical term (§29): their reranker has none
         unlexical = Reranker(base.embed_texts, base.picker, dataclasses.replace(reranker.weights, lexical=0.0))
-        retrievers["hybrid-w0.5-clean"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
-                                                    text_weight=0.5, clean=True)
-        retrievers["hybrid-w0.5-rerank-raw"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
-                                                         text_weight=0.5, reranker=unlexical)
-        retrievers["hybrid-w0.5-rerank"] = Retriever(base.embedder, base.store, base.retriever.k, hybrid=True,
-                                                     text_weight=0.5, clean=True, reranker=unlexical)
+        retrievers = {"vector": searcher(), "hybrid": searcher(hybrid=True),
+                      "hybrid-w0.5": searcher(hybrid=True, text_weight=0.5),
+                      "hybrid-w0.25": searcher(hybrid=True, text_weight=0.25),
+                      "hybrid-w0.5-clean": searcher(hybrid=True, text_weight=0.5, clean=True),
+                      "hybrid-w0.5-rerank-raw": searcher(unlexical, hybrid=True, text_weight=0.5),
+                      "hybrid-w0.5-rerank": searcher(unlexical, hybrid=True, text_weight=0.5, clean=True)}
+        # the profile's own retrieval ([embedder]), for configurations that name none; and its reranker without
+        # the lexical term, or with its weight at half and twice
         mine = base.retriever
-        retrievers["profile"] = Retriever(base.embedder, base.store, mine.k, hybrid=mine.hybrid,
-                                          text_weight=mine.text_weight, clean=mine.clean, reranker=mine.reranker,
-                                          candidates=mine.candidates)
-        retrievers["profile-no-lexical"] = Retriever(base.embedder, base.store, mine.k, hybrid=mine.hybrid,
-                                                     text_weight=mine.text_weight, clean=mine.clean,
-                                                     reranker=unlexical if mine.reranker else None,
-                                                     candidates=mine.candidates)
-        every = await base.store.passages()
-        await reranker.warm(every)
-        await unlexical.warm(every)
+        retrievers["profile"] = Retriever(base.embedder, base.store, mine.k, options=mine.options,
+                                          reranker=mine.reranker)
+        others = {"profile-no-lexical": unlexical}
         for weight in (0.025, 0.1):
-            other = Reranker(base.embed_texts, base.picker, dataclasses.replace(reranker.weights, lexical=weight))
-            await other.warm(every)
-            retrievers[f"profile-lexical-{weight}"] = Retriever(
-                base.embedder, base.store, mine.k, hybrid=mine.hybrid, text_weight=mine.text_weight, clean=mine.clean,
-                reranker=other if mine.reranker else None, candidates=mine.candidates)
+            others[f"profile-lexical-{weight}"] = Reranker(base.embed_texts, base.picker,
+                                                           dataclasses.replace(reranker.weights, lexical=weight))
+        for name, other in others.items():
+            retrievers[name] = Retriever(base.embedder, base.store, mine.k, options=mine.options,
+                                         reranker=other if mine.reranker else None)
+        every = await base.store.passages()
+        for r in (reranker, *others.values()):
+            await r.warm(every)
         print(f"  warmed the answers' sentences of {await base.warm_answers()} passages", file=sys.stderr)
         default_retrieval = "profile"
         variants = []

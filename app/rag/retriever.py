@@ -48,31 +48,32 @@ class RetrievalOptions:
         if not 0.0 <= text_weight <= 100.0:
             raise ConfigError("[embedder] hybrid_text_weight must be a number from 0 to 100",
                               "fix the profile's [embedder] section")
-        return cls(hybrid=bool(cfg.get("hybrid", False)), text_weight=text_weight,
-                   clean=bool(cfg.get("clean_questions", False)), rerank=bool(cfg.get("rerank", False)),
-                   candidates=candidates, weights=RerankWeights.from_config(cfg.get("rerank_weights")))
+        flags = {}
+        for key, field in (("hybrid", "hybrid"), ("clean_questions", "clean"), ("rerank", "rerank")):
+            value = cfg.get(key, False)
+            if not isinstance(value, bool):
+                raise ConfigError(f"[embedder] {key} = {value!r} must be true or false",
+                                  "fix the profile's [embedder] section")
+            flags[field] = value
+        return cls(text_weight=text_weight, candidates=candidates,
+                   weights=RerankWeights.from_config(cfg.get("rerank_weights")), **flags)
 
 
 class Retriever(BaseRetriever):
     def __init__(self, embedder: Embedder, store: VectorStore, k: int = 3, cache: QueryCache | None = None, *,
-                 hybrid: bool = False, text_weight: float = 1.0, clean: bool = False,
-                 reranker: Reranker | None = None, candidates: int = 10) -> None:
+                 options: RetrievalOptions | None = None, reranker: Reranker | None = None) -> None:
+        """``options``: how to search (the profile's ``[embedder]``; the defaults: vectors alone, the question as
+        given); ``reranker`` reorders the store's first ``options.candidates`` (None: the store's order)."""
         self.embedder, self.store, self.k = embedder, store, k
         self.cache = cache
-        #: Full-text search fused with the vectors (``VectorStore.hybrid_search``), else vectors alone.
-        self.hybrid = hybrid
-        #: How much the full-text ranking counts against the vectors' in the fusion.
-        self.text_weight = text_weight
-        #: Search the question without the fillers of speech (:func:`clean_question`).
-        self.clean = clean
-        #: Reorders the first ``candidates`` the store finds (None: the store's order).
+        self.options = options or RetrievalOptions()
         self.reranker = reranker
-        self.candidates = candidates
 
     async def retrieve(self, query: str, k: int | None = None, *, count: bool = True) -> Retrieval:
         """``count=False``: a search ahead of time (a partial transcript), left out of the hit rate."""
         k = k or self.k
-        if self.clean:
+        opts = self.options
+        if opts.clean:
             query = clean_question(query)
         cache = self.cache if k == self.k else None
         if cache is not None and (hit := cache.exact(query, count=count)) is not None:
@@ -86,8 +87,8 @@ class Retriever(BaseRetriever):
             if entry is not None:
                 return Retrieval(entry.passages, (t1 - t0) * 1000, 0.0, cache="near", similarity=similarity,
                                  vector=vec)
-        n = max(k, self.candidates) if self.reranker is not None else k
-        passages = await (self.store.hybrid_search(vec, query, n, text_weight=self.text_weight) if self.hybrid
+        n = max(k, opts.candidates) if self.reranker is not None else k
+        passages = await (self.store.hybrid_search(vec, query, n, text_weight=opts.text_weight) if opts.hybrid
                           else self.store.search(vec, n))
         if self.reranker is not None:
             passages = (await self.reranker.rerank(vec, passages, query))[:k]

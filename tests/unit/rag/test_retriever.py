@@ -3,7 +3,7 @@
 import numpy as np
 
 from app.engine import ThreadedEngine
-from app.rag.retriever import Retriever
+from app.rag.retriever import RetrievalOptions, Retriever
 from app.rag.store import RetrievedPassage
 
 
@@ -49,17 +49,17 @@ class Reverse:
 
 async def test_the_question_is_searched_without_its_fillers_when_asked():
     embedder, store = Embedder(), Store()
-    r = Retriever(embedder, store, k=3, hybrid=True, clean=True)
+    r = Retriever(embedder, store, k=3, options=RetrievalOptions(hybrid=True, clean=True))
     await r.retrieve("um, so how much is it gonna cost?")
     assert embedder.texts == ["how much is it going to cost?"] and store.asked == [("how much is it going to cost?", 3)]
-    plain = Retriever(embedder, store, k=3, hybrid=True)
+    plain = Retriever(embedder, store, k=3, options=RetrievalOptions(hybrid=True))
     await plain.retrieve("um, how much?")
     assert embedder.texts[-1] == "um, how much?"
 
 
 async def test_the_reranker_orders_the_candidates_and_k_of_them_are_kept():
     store, reranker = Store(), Reverse()
-    r = Retriever(Embedder(), store, k=3, reranker=reranker, candidates=10, clean=True)
+    r = Retriever(Embedder(), store, k=3, reranker=reranker, options=RetrievalOptions(candidates=10, clean=True))
     got = await r.retrieve("um, filter")
     assert store.asked == [(None, 10)] and reranker.seen == [10]
     assert reranker.questions == ["filter"]  # the question as searched: its lexical term reads it
@@ -82,6 +82,6 @@ def test_the_profile_s_retrieval_options_are_read_typed_and_checked():
     assert o.weights == RerankWeights(title=0)
     for bad in ({"rerank_candidates": 1}, {"rerank_candidates": 10**6}, {"rerank_candidates": "ten"},
                 {"rerank_candidates": True}, {"hybrid_text_weight": "half"}, {"hybrid_text_weight": -1},
-                {"rerank_weights": {"title": "big"}}):
+                {"rerank_weights": {"title": "big"}}, {"hybrid": "no"}, {"rerank": 1}, {"clean_questions": None}):
         with pytest.raises(ConfigError):
             RetrievalOptions.from_stage(bad)
