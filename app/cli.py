@@ -164,7 +164,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from app.server import Server
     from app.stack import Stack
 
-    from app import native_memory
+    from app import garbage, native_memory
     from app.metrics import tracing
 
     settings = _settings(args)
@@ -195,7 +195,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
         code = 0
-        trimmer = None
+        trimmer = collector = None
         try:
             t0 = time.perf_counter()
             await stack.start(progress=lambda s: print(f"  loading {s}…", flush=True))
@@ -208,6 +208,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 words = f", the KB's {len(vocabulary)} word stems listed" if vocabulary is not None else ""
                 print(f"  answer sentences of {warmed} passages embedded{words} in "
                       f"{time.perf_counter() - t_warm:.1f} s", flush=True)
+            if settings.gc_collect_s > 0:
+                frozen = garbage.freeze_loaded()
+                collector = garbage.GarbageCollector(settings.gc_collect_s)
+                collector.start()
+                print(f"  {frozen} loaded objects frozen; cyclic garbage collected every {settings.gc_collect_s:g} s",
+                      flush=True)
             server.attach(stack)
             if settings.malloc_trim_s > 0 and native_memory.available():
                 trimmer = native_memory.HeapTrimmer(settings.malloc_trim_s)
@@ -226,6 +232,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print("stopping…", flush=True)
             if trimmer is not None:
                 await trimmer.stop()
+            if collector is not None:
+                await collector.stop()
             await server.close()
             tracing.shutdown()  # send the per-turn traces still queued (at most 5 s); nothing when traces are off
             try:

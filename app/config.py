@@ -69,6 +69,9 @@ class Settings:
     malloc_arena_max: int = 2
     #: Seconds between ``malloc_trim(0)`` calls (on a worker thread) that give freed heap pages back; 0: never.
     malloc_trim_s: float = 30.0
+    #: Seconds between full collections of Python's cyclic garbage, once the loaded engines' objects are frozen
+    #: (app/garbage.py); 0: neither (CPython's own schedule, which let RSS climb under sessions).
+    gc_collect_s: float = 30.0
     #: The process's allocator: ``auto`` (jemalloc when libjemalloc is installed, else glibc with the levers
     #: above), ``jemalloc`` (required) or ``glibc``. See app/native_memory.py.
     allocator: str = "auto"

@@ -29,11 +29,10 @@ import logging
 import os
 import platform
 import sys
-import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from app.errors import ConfigError
+from app.periodic import Periodic
 
 log = logging.getLogger(__name__)
 
@@ -135,52 +134,17 @@ def trim() -> bool:
     return bool(_LIBC.malloc_trim(0)) if _LIBC is not None else False
 
 
-@dataclass
-class TrimStats:
-    runs: int = 0
-    released: int = 0
-    last_seconds: float = 0.0
-    max_seconds: float = 0.0
+class HeapTrimmer(Periodic):
+    """Calls :func:`trim` every ``interval_s`` seconds on a worker thread (never on the event loop);
+    ``stats.total``: the runs that gave pages back."""
 
-
-class HeapTrimmer:
-    """Calls :func:`trim` every ``interval_s`` seconds on a worker thread (never on the event loop)."""
-
-    def __init__(self, interval_s: float) -> None:
-        if interval_s <= 0:
-            raise ValueError("interval_s must be > 0")
-        self.interval_s = interval_s
-        self.stats = TrimStats()
-        self._task: asyncio.Task[None] | None = None
+    name = "heap-trimmer"
 
     def start(self) -> bool:
         if not available():
             log.info("not glibc's malloc (%s): the heap is not trimmed", allocator())
             return False
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="heap-trimmer")
-        return True
+        return super().start()
 
-    async def trim_once(self) -> None:
-        t0 = time.perf_counter()
-        released = await asyncio.to_thread(trim)
-        took = time.perf_counter() - t0
-        s = self.stats
-        s.runs += 1
-        s.released += released
-        s.last_seconds = took
-        s.max_seconds = max(s.max_seconds, took)
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval_s)
-            await self.trim_once()
-
-    async def stop(self) -> None:
-        if self._task is None:
-            return
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            pass
-        self._task = None
+    async def once(self) -> int:
+        return int(await asyncio.to_thread(trim))

@@ -97,6 +97,8 @@ def test_serve_starts_ingests_reports_ready_and_stops(settings, tmp_path):
                 break
         assert ready, "".join(out[-40:])
         assert any("first run: ingesting the sample knowledge base" in l for l in out)
+        # the loaded engines' objects frozen, the cyclic garbage collected on a timer (app/garbage.py)
+        assert any("loaded objects frozen; cyclic garbage collected every 30 s" in l for l in out), "".join(out)
         assert any(f"http://127.0.0.1:{port}" in l for l in out)
         page_line = next(line for line in out if line.startswith("demo page"))
         assert f"http://127.0.0.1:{port}/#key=sk-sub250-" in page_line  # the URL a newcomer opens
