@@ -171,8 +171,8 @@ class Stack:
     async def warm_answers(self) -> int:
         """Everything the answers compute from the knowledge base, made before the first caller: every
         passage's sentences embedded for the sentence picker and the reranker (measured: up to 84 ms of a
-        turn's ``prompt`` span otherwise), the titles and the BM25 index for the reranker, the KB's vocabulary for the answer's
-        ``min_score_unfamiliar``. Returns the passages held (0: the profile's answers use none of it)."""
+        turn's ``prompt`` span otherwise), the titles and the BM25 index for the reranker, the KB's vocabulary
+        for the answer's ``min_score_unfamiliar``. Returns the passages held (0: the profile's answers use none of it)."""
         from app.answer.policy import AnswerPolicy
         from app.rag.vocabulary import Vocabulary
 

@@ -187,7 +187,8 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
             retrievers[name] = Retriever(base.embedder, base.store, mine.k, options=mine.options,
                                          reranker=other if mine.reranker else None)
         every = await base.store.passages()
-        for r in (reranker, *others.values()):
+        # the profile's own reranker is warmed by warm_answers below (its titles and its BM25 index, once)
+        for r in ([] if reranker is base.reranker else [reranker]) + list(others.values()):
             await r.warm(every)
         print(f"  warmed the answers' sentences of {await base.warm_answers()} passages", file=sys.stderr)
         default_retrieval = "profile"

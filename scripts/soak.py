@@ -10,8 +10,8 @@ the server's final ``sub250.turn.latency`` reports kept), for ``--minutes`` (fra
 ``process_resident_memory_bytes`` / ``process_open_fds`` from ``/metrics``; with ``--pid`` also the RSS's
 parts, ``RssAnon`` the heap and stacks and ``RssFile`` the mapped files' pages, and the threads), asyncio
 tasks and sessions open (``/metrics``); and every ``--rss-every-s`` seconds the RSS (and RssAnon) alone,
-for each interval's median and highest. Per interval: turns sent / completed / failed, ttft and voice_to_voice p50/p95; at
-the end the totals (lost turns), RSS growth after the first interval in %, FD and task growth, and what
+for each interval's median and highest. Per interval: turns sent / completed / failed, ttft and
+voice_to_voice p50/p95; at the end the totals (lost turns), RSS growth after the first interval in %, FD and task growth, and what
 is left once every session closed. Writes soak.json, turns.jsonl, table.txt and soak.png under --out.
 
 Bounded: at most 32 sessions and 120 minutes, loopback servers only; sessions stop starting turns at the

@@ -7,7 +7,7 @@ BM25`` (place 0: first in the fused order). The sentences' vectors are the answe
 at start and kept, app/answer/extract.py), the titles' are embedded once and kept here, the BM25 index
 (app/rag/lexical.py) is built at start: a rerank of ten candidates is a few small matrix products, no model
 call once warm. Measured on the answer benchmark: hit@1 83 -> 88 % without the lexical term
-(docs/BENCHMARKS.md §27), 88 -> 90 % with it (§29), with the weights of ``RerankWeights``' defaults.
+(docs/BENCHMARKS.md §27), 88 -> 91 % with it (§29), with the weights of ``RerankWeights``' defaults.
 """
 
 from __future__ import annotations
