@@ -52,4 +52,7 @@ async def create_pool(dsn: str, *, size: int = 4, ef_search: int = 40, timeout: 
         await register_vector(c)
         await c.execute(f"SET hnsw.ef_search = {int(ef_search)}")
 
-    return await asyncpg.create_pool(dsn, min_size=1, max_size=size, init=init, timeout=timeout)
+    # Every connection opened here, at start (min_size = max_size): a turn's search never waits for a connect
+    # when sessions overlap, and the server's open files stay the same under load (asyncpg keeps the floor's
+    # connections open when idle, and reopens one that a restart of PostgreSQL closed at its next acquire).
+    return await asyncpg.create_pool(dsn, min_size=size, max_size=size, init=init, timeout=timeout)
