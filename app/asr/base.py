@@ -41,6 +41,9 @@ class Transcript:
     #: The model's probability that the audio holds no speech (Whisper's ``no_speech_prob``; for several
     #: segments, the lowest), when the engine reports one. A hallucination on noise has words *and* a high one.
     no_speech_prob: float | None = None
+    #: The mean log-probability of the transcript's tokens (Whisper's ``avg_logprob``; for several segments,
+    #: the lowest), when the engine reports one: low when the model was guessing at what it heard.
+    avg_logprob: float | None = None
 
 
 class ASREngine(ThreadedEngine, abc.ABC):

@@ -100,7 +100,7 @@ class WhisperASR(ASREngine):
         window = window or self.cfg.get("window", "30s")
         prompt = (str(self.cfg.get("prompt", "")) if prompt is None else prompt).strip()
         if window == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
-            text, no_speech = self._transcribe_cut(audio, max_new_tokens, prompt)
+            text, no_speech, logprob = self._transcribe_cut(audio, max_new_tokens, prompt)
         else:
             segments, _info = (self.full_model or self.model).transcribe(
                 audio, language="en", beam_size=int(self.cfg.get("beam_size", 1)), vad_filter=False,
@@ -110,11 +110,14 @@ class WhisperASR(ASREngine):
             segments = list(segments)
             text = " ".join(s.text.strip() for s in segments).strip()
             no_speech = min((s.no_speech_prob for s in segments), default=None)
+            logprob = min((s.avg_logprob for s in segments), default=None)
         return Transcript(text=text, audio_seconds=audio_seconds, compute_seconds=time.perf_counter() - t0,
-                          no_speech_prob=no_speech)
+                          no_speech_prob=no_speech, avg_logprob=logprob)
 
-    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int, prompt: str = "") -> tuple[str, float]:
+    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int,
+                        prompt: str = "") -> tuple[str, float, float]:
         """One encoder pass over the utterance plus padding (not Whisper's fixed 30 s), then greedy decoding.
+        Returns the text, the no-speech probability and the mean log-probability of the decoded tokens.
 
         faster-whisper always pads the features to 3000 frames (30 s), and the encoder's cost grows with its
         input: on tiny.en int8, 1 thread, 3000 frames take ~450 ms, 400 frames ~15 ms. The padding is real
@@ -139,7 +142,7 @@ class WhisperASR(ASREngine):
             encoder_output, [prompt], beam_size=int(self.cfg.get("beam_size", 1)),
             max_length=len(prompt) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],
             no_repeat_ngram_size=int(self.cfg.get("no_repeat_ngram_size", 3)),  # short windows loop otherwise
-            return_no_speech_prob=True,
+            return_no_speech_prob=True, return_scores=True,  # score: the tokens' summed log-prob / their count
         )[0]
         duration = audio.size / ASR_RATE
         parts: list[str] = []
@@ -158,7 +161,7 @@ class WhisperASR(ASREngine):
                 current.append(t)
         if current and (start is None or start < duration - 0.1):
             parts.append(tok.decode(current))
-        return " ".join(p.strip() for p in parts if p.strip()), float(result.no_speech_prob)
+        return " ".join(p.strip() for p in parts if p.strip()), float(result.no_speech_prob), float(result.scores[0])
 
     def describe(self) -> dict[str, Any]:
         import ctranslate2

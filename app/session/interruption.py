@@ -5,15 +5,26 @@ leaves; on WebRTC the server's track stops playing) and nothing is said to the c
 is then transcribed with the fast window, first after ``check_after_ms`` of it, again as more comes and at
 its first pause:
 
-* **words** (anything but a filler or a backchannel, and Whisper's no-speech probability below
-  ``max_no_speech_prob``) *confirm* it: only now does the client get ``input_audio_buffer.speech_started``
-  (with the true ``audio_start_ms``), the reply is cancelled (``turn_detected``) and the turn goes on as any;
+* **words** (anything but a filler or a backchannel, Whisper's no-speech probability below
+  ``max_no_speech_prob``, and heard with confidence: see below) *confirm* it: only now does the client get
+  ``input_audio_buffer.speech_started`` (with the true ``audio_start_ms``), the reply is cancelled
+  (``turn_detected``) and the turn goes on as any;
 * no words by the end of the sound *dismiss* it: the reply resumes where it stopped, the sound is dropped (no
   item, no event: for the client nothing happened), and the session counts a false interruption. After
   ``resume_after_ms`` without words the reply resumes even while the sound goes on (a TV, music); words
   that still come then confirm it late.
 
 A standard client that stops its playback at ``speech_started`` therefore never stops for a cough.
+
+The confidence: Whisper turns a hummed "mm-hmm" or "uh-huh" into words as often as not ("in a month.", "I
+have..."), with a speech-like no-speech probability, but it is guessing: the decoded tokens' mean
+log-probability is low. A check's words count only when ``avg_logprob - no_speech_prob`` is at least
+``min_confidence`` -- or when one of them is a word a caller says to take the turn (:data:`TURN_WORDS`: "stop",
+"wait", "no"...), which a short, clipped rendering may say with little confidence. Measured offline on Whisper
+base (the default), over six Piper renderings each of nine backchannels and nine short interruptions, checked
+at the check points (scripts/probe_backchannels.py): 26 of 54 backchannel renderings took the turn without the
+test, 13 with it ("Sure." heard as "chair", "I see." as "Ice ice": sure of a wrong word); all 54 interruption
+renderings still did, at the first check (docs/BENCHMARKS.md §32, with the live trials).
 :class:`InterruptionCheck` is the sans-I/O part (when to check, what a transcript means); the session runs
 the transcriptions and acts on its verdicts.
 """
@@ -27,6 +38,7 @@ from typing import Any
 
 from app.asr.base import Transcript
 from app.audio.endpointing import WINDOW_MS
+from app.errors import ConfigError
 
 #: Sounds and words that do not take the turn while the assistant speaks (lower case, punctuation stripped).
 BACKCHANNELS = frozenset({
@@ -39,6 +51,9 @@ _HUM = re.compile(r"m+|(?:[ea]?m){2,}a?|m+h+m*|h+m+")
 #: Whisper's annotations of non-speech: "(coughs)", "[MUSIC]", "*sigh*", "♪".
 _ANNOTATION = re.compile(r"\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪")
 _WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
+#: Words that take the turn however unsure the model was of them (a caller cutting in says these).
+TURN_WORDS = frozenset({"stop", "wait", "no", "hold", "hang", "pause", "cancel", "sorry", "excuse", "what",
+                        "hey"})
 
 
 @dataclass(frozen=True)
@@ -55,15 +70,36 @@ class InterruptionOptions:
     resume_after_ms: int = 1500
     #: A transcript counts only below this no-speech probability (Whisper invents words on noise).
     max_no_speech_prob: float = 0.5
+    #: ... and only when ``avg_logprob - no_speech_prob`` is at least this (unless it holds one of TURN_WORDS;
+    #: engines that report no log-probability skip this test). None: no confidence test.
+    min_confidence: float | None = -1.3
+
+    def __post_init__(self) -> None:
+        for name in ("check_after_ms", "recheck_ms", "resume_after_ms"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"[interruption] {name} = {value!r} is not a positive whole number of ms",
+                                  f"set {name} to an integer >= 1")
+        if not isinstance(self.max_no_speech_prob, (int, float)) or isinstance(self.max_no_speech_prob, bool) \
+                or not 0 < self.max_no_speech_prob <= 1:
+            raise ConfigError(f"[interruption] max_no_speech_prob = {self.max_no_speech_prob!r} is not in (0, 1]",
+                              "set it to a probability, e.g. 0.5")
+        if self.min_confidence is not None and (isinstance(self.min_confidence, bool) or
+                                                not isinstance(self.min_confidence, (int, float)) or
+                                                not -20 <= self.min_confidence <= 0):
+            raise ConfigError(f"[interruption] min_confidence = {self.min_confidence!r} is not in [-20, 0]",
+                              "set it to a log-probability such as -1.3, or \"off\"")
 
     @classmethod
     def from_stage(cls, stage: dict[str, Any]) -> "InterruptionOptions":
         d = cls()
+        confidence = stage.get("min_confidence", d.min_confidence)
         return cls(enabled=bool(stage.get("enabled", d.enabled)),
-                   check_after_ms=int(stage.get("check_after_ms", d.check_after_ms)),
-                   recheck_ms=int(stage.get("recheck_ms", d.recheck_ms)),
-                   resume_after_ms=int(stage.get("resume_after_ms", d.resume_after_ms)),
-                   max_no_speech_prob=float(stage.get("max_no_speech_prob", d.max_no_speech_prob)))
+                   check_after_ms=stage.get("check_after_ms", d.check_after_ms),
+                   recheck_ms=stage.get("recheck_ms", d.recheck_ms),
+                   resume_after_ms=stage.get("resume_after_ms", d.resume_after_ms),
+                   max_no_speech_prob=stage.get("max_no_speech_prob", d.max_no_speech_prob),
+                   min_confidence=None if confidence == "off" else confidence)
 
 
 def words(text: str) -> list[str]:
@@ -72,11 +108,17 @@ def words(text: str) -> list[str]:
     return [w for w in found if w not in BACKCHANNELS and not _HUM.fullmatch(w)]
 
 
-def takes_the_turn(transcript: Transcript, max_no_speech_prob: float) -> bool:
+def takes_the_turn(transcript: Transcript, options: InterruptionOptions) -> bool:
     """Does this transcript of the caller's sound mean they are really talking?"""
-    if transcript.no_speech_prob is not None and transcript.no_speech_prob >= max_no_speech_prob:
+    no_speech = transcript.no_speech_prob
+    if no_speech is not None and no_speech >= options.max_no_speech_prob:
         return False
-    return bool(words(transcript.text))
+    said = words(transcript.text)
+    if not said:
+        return False
+    if options.min_confidence is None or transcript.avg_logprob is None or TURN_WORDS.intersection(said):
+        return True
+    return transcript.avg_logprob - (no_speech or 0.0) >= options.min_confidence
 
 
 class Verdict(enum.Enum):
@@ -116,7 +158,7 @@ class InterruptionCheck:
     def result(self, transcript: Transcript, end_window: int) -> Verdict:
         """A check of the sound up to ``end_window`` finished."""
         self.checked_to = max(self.checked_to, end_window)
-        if self.open and takes_the_turn(transcript, self.options.max_no_speech_prob):
+        if self.open and takes_the_turn(transcript, self.options):
             self.verdict = Verdict.CONFIRMED
         return self.verdict
 

@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 Handler = Callable[[ClientEvent, int], Awaitable[None]]
 
 
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 class RealtimeSession:
     def __init__(self, stack: Any, transport: Transport, *, config: SessionConfig | None = None,
                  model: str | None = None) -> None:
@@ -268,9 +272,9 @@ class RealtimeSession:
             return
         verdict = Verdict.CONFIRMED if transcript is None else check.result(transcript, end)
         if transcript is not None:
-            log.info("session %s: sound over the reply, %d ms: %r (no-speech %.2f) -> %s", self.config.id,
-                     (end - check.onset_window + 1) * WINDOW_MS, transcript.text,
-                     -1.0 if transcript.no_speech_prob is None else transcript.no_speech_prob, verdict.value)
+            log.info("session %s: sound over the reply, %d ms: %r (no-speech %s, mean log-prob %s) -> %s",
+                     self.config.id, (end - check.onset_window + 1) * WINDOW_MS, transcript.text,
+                     _figure(transcript.no_speech_prob), _figure(transcript.avg_logprob), verdict.value)
         if verdict is Verdict.CONFIRMED:
             self._confirm_suspect(check)
         elif self._suspect_stopped is not None:

@@ -54,6 +54,15 @@ async def test_cut_window_is_faster_and_still_hears_speech(stack):
     short = await asyncio.to_thread(cut.transcribe, audio)
     assert "filter" in short.text.lower() and "nine months" in normalize(short.text).replace("9", "nine")
     assert short.compute_seconds < full.compute_seconds
+    # both windows report how sure the model was: clear speech passes the interruption check's confidence test
+    # (app/session/interruption.py) on either, with a mean token log-probability of a few tenths below zero
+    from app.session.interruption import InterruptionOptions, takes_the_turn
+
+    print(f"avg_logprob cut {short.avg_logprob:.3f}, 30 s {full.avg_logprob:.3f}; "
+          f"no_speech cut {short.no_speech_prob:.3f}, 30 s {full.no_speech_prob:.3f}")
+    for tr in (short, full):
+        assert -1.0 < tr.avg_logprob < 0
+        assert takes_the_turn(tr, InterruptionOptions())
 
 
 def name_likeness(text: str, name: str) -> float:

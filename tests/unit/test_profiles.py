@@ -2,6 +2,7 @@ import pytest
 
 from app.errors import ConfigError
 from app.profiles import available_profiles, load_profile
+from app.session.tuning import PipelineTuning
 
 
 def test_shipped_profiles_load_and_cover_every_stage():
@@ -11,6 +12,14 @@ def test_shipped_profiles_load_and_cover_every_stage():
         p = load_profile(name)
         for stage in ("vad", "asr", "embedder", "llm", "tts"):
             assert p.stage(stage), f"{name} lacks [{stage}]"
+        PipelineTuning.from_profile(p)  # what the session reads of it is valid (typed options check themselves)
+
+
+def test_the_interruption_checks_confidence_test_is_on_for_whisper_base_only():
+    assert load_profile("cpu-base").stage("interruption")["min_confidence"] == -1.3
+    tuning = {n: PipelineTuning.from_profile(load_profile(n)).interruption.min_confidence
+              for n in ("cpu-base", "cpu-tiny", "cpu-base-no-confidence")}
+    assert tuning == {"cpu-base": -1.3, "cpu-tiny": None, "cpu-base-no-confidence": None}
 
 
 def test_default_profile_is_offline_and_speculative():

@@ -7,13 +7,15 @@ import pytest
 
 from app.asr.base import Need, Transcript
 from app.audio.endpointing import WINDOW_MS
+from app.errors import ConfigError
 from app.protocol import parse_client_event
 from app.session.interruption import InterruptionCheck, InterruptionOptions, Verdict, takes_the_turn, words
 from tests.unit.session.fakes import FakeLLM, feed, make_session, silence, speech, wait_for, wait_until
 
 
-def tr(text, no_speech=None):
-    return Transcript(text=text, audio_seconds=0.5, compute_seconds=0.01, no_speech_prob=no_speech)
+def tr(text, no_speech=None, logprob=None):
+    return Transcript(text=text, audio_seconds=0.5, compute_seconds=0.01, no_speech_prob=no_speech,
+                      avg_logprob=logprob)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -29,10 +31,23 @@ def test_words_leave_out_fillers_backchannels_and_annotations(text, expected):
 
 
 def test_a_transcript_takes_the_turn_with_words_said_as_speech():
-    assert takes_the_turn(tr("Wait, stop.", 0.2), 0.6)
-    assert takes_the_turn(tr("Stop."), 0.6)  # an engine without a no-speech probability: the words decide
-    assert not takes_the_turn(tr("I'm not a fan of the game", 0.73), 0.6)  # Whisper's words on noise
-    assert not takes_the_turn(tr("Mm-hmm.", 0.1), 0.6)
+    opts = InterruptionOptions(max_no_speech_prob=0.6)
+    assert takes_the_turn(tr("Wait, stop.", 0.2), opts)
+    assert takes_the_turn(tr("Stop."), opts)  # an engine without a no-speech probability: the words decide
+    assert not takes_the_turn(tr("I'm not a fan of the game", 0.73), opts)  # Whisper's words on noise
+    assert not takes_the_turn(tr("Mm-hmm.", 0.1), opts)
+
+
+def test_words_heard_without_confidence_do_not_take_the_turn_unless_they_are_turn_words():
+    opts = InterruptionOptions(min_confidence=-1.3)
+    # a hummed "mm-hmm" as Whisper base renders it: words, a speech-like no-speech probability, guessed tokens
+    assert not takes_the_turn(tr("in a month.", 0.29, -1.2), opts)  # -1.2 - 0.29 = -1.49
+    assert takes_the_turn(tr("in a month.", 0.29, -1.0), opts)  # -1.29: confident enough
+    assert takes_the_turn(tr("Stop.", 0.3, -2.5), opts)  # a turn word, however unsure
+    assert takes_the_turn(tr("Hold on, no.", 0.1, -3.0), opts)
+    assert takes_the_turn(tr("in a month.", None, -1.2), opts)  # no no-speech probability: -1.2 alone
+    assert takes_the_turn(tr("in a month.", 0.29), opts)  # no log-probability: the test is skipped
+    assert takes_the_turn(tr("in a month.", 0.29, -1.2), InterruptionOptions(min_confidence=None))
 
 
 def test_the_check_is_due_after_check_after_ms_then_every_recheck_ms_and_at_a_pause():
@@ -62,6 +77,18 @@ def test_words_confirm_even_after_the_timeout():
 def test_profile_section_overrides_defaults():
     o = InterruptionOptions.from_stage({"enabled": False, "check_after_ms": 300, "max_no_speech_prob": 0.5})
     assert (o.enabled, o.check_after_ms, o.recheck_ms, o.max_no_speech_prob) == (False, 300, 192, 0.5)
+    assert o.min_confidence == -1.3
+    assert InterruptionOptions.from_stage({"min_confidence": "off"}).min_confidence is None
+    assert InterruptionOptions.from_stage({"min_confidence": -2}).min_confidence == -2
+
+
+@pytest.mark.parametrize("stage", [{"check_after_ms": 0}, {"recheck_ms": "192"}, {"resume_after_ms": 1.5e3},
+                                   {"check_after_ms": True}, {"max_no_speech_prob": 0}, {"max_no_speech_prob": 2},
+                                   {"max_no_speech_prob": "0.5"}, {"min_confidence": 1}, {"min_confidence": -1e9},
+                                   {"min_confidence": "low"}, {"min_confidence": True}])
+def test_profile_values_out_of_range_or_of_the_wrong_type_are_refused(stage):
+    with pytest.raises(ConfigError, match=r"\[interruption\] " + next(iter(stage))):
+        InterruptionOptions.from_stage(stage)
 
 
 # --- the session ---------------------------------------------------------------------------------------
