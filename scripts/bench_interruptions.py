@@ -2,7 +2,7 @@
 """Interruption benchmark: sounds over a live reply, with the interruption check on and off, interleaved.
 
     .venv/bin/python scripts/bench_interruptions.py [--url ws://127.0.0.1:8250/v1/realtime] [--key KEY]
-        [--reps 3] [--out reports/interruptions]
+        [--reps 3] [--out reports/interruptions] [--against ws://127.0.0.1:8252/v1/realtime] [--fresh-sounds]
 
 For each sound, ``--reps`` times, one trial with the check on and one with it off
 (``session.sub250.interruption_check``), alternating, against one running server. A trial (see
@@ -13,6 +13,11 @@ real words: "Wait, stop. I have another question about my order." and "Stop." (P
 of the real JFK recording in tests/data/audio ("And so my fellow Americans"). Per sound and setting: the
 share of valid trials whose reply was cancelled, and the delay from the sound's first speech to the
 cancelled ``response.done``. Prints a table; writes ``<out>.json`` and ``<out>.png``. Loopback servers only.
+
+``--against URL``: compare two servers (two profiles) instead of the check on and off: each trial of a rep runs
+on both, check on, in alternating order, with the same sounds; rows are labelled by each server's profile (its
+``/healthz``). ``--fresh-sounds``: the Piper sounds are synthesized afresh for every rep (Piper samples, so each
+rep hears another rendering of "Uh-huh.", the same on both settings), not once for the run.
 """
 
 from __future__ import annotations
@@ -40,14 +45,10 @@ SPOKEN = {"uh-huh": "Uh-huh.", "mm-hmm": "Mm-hmm.", "yeah": "Yeah.",
 WORDS = ("wait-stop", "stop", "jfk")  # the sounds that should cancel the reply
 
 
-def sounds() -> tuple[bytes, dict[str, bytes]]:
+def sounds(tts) -> tuple[bytes, dict[str, bytes]]:
     import numpy as np
     import soundfile as sf
     import soxr
-
-    from app.bench.corpus import _load_tts
-
-    tts = _load_tts()
 
     def pcm24(x, rate):
         return (np.clip(soxr.resample(x, rate, 24000), -1, 1) * 32767).astype("<i2").tobytes()
@@ -70,11 +71,13 @@ def plot(rows: list[dict], path: Path) -> None:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4))
     names = list(dict.fromkeys(r["sound"] for r in rows))
-    for offset, check in ((-0.2, True), (0.2, False)):
-        vals = [next((r["cancelled_share"] or 0) * 100 for r in rows if r["sound"] == n and r["check"] == check)
-                for n in names]
+    settings = list(dict.fromkeys((r["server"], r["check"]) for r in rows))
+    for offset, (server, check) in zip((-0.2, 0.2), settings):
+        vals = [next((r["cancelled_share"] or 0) * 100 for r in rows
+                     if r["sound"] == n and (r["server"], r["check"]) == (server, check)) for n in names]
+        label = "check on" if check else "check off (any speech cancels)"
         ax.bar([i + offset for i in range(len(names))], vals, width=0.4,
-               label="check on" if check else "check off (any speech cancels)")
+               label=f"{server}: {label}" if server else label)
     ax.set_xticks(range(len(names)), names)
     ax.set_ylabel("replies cancelled (%)")
     ax.set_title("Sounds over a live reply (words should cancel, the rest should not)")
@@ -82,37 +85,64 @@ def plot(rows: list[dict], path: Path) -> None:
     _save(fig, path)
 
 
+async def profile_of(url: str) -> str:
+    """The profile a server runs (its ``/healthz``), to label its rows."""
+    import aiohttp
+
+    health = url.replace("ws://", "http://", 1).split("/v1/", 1)[0] + "/healthz"
+    async with aiohttp.ClientSession() as http, http.get(health) as resp:
+        body = await resp.json(content_type=None)
+    return str(body.get("profile") or url)
+
+
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_server_options(ap, pid_help="unused")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default="reports/interruptions")
+    ap.add_argument("--against", help="a second server's realtime URL: compare the two, check on (see above)")
+    ap.add_argument("--fresh-sounds", action="store_true", help="synthesize the Piper sounds afresh every rep")
     args = ap.parse_args()
     require_loopback(args.url)
+    if args.against:
+        require_loopback(args.against)
     if not 1 <= args.reps <= 20:
         raise SystemExit("--reps must be 1-20")
     key = None if args.no_key else (args.key or default_key())
-    question, made = sounds()
+    # (url, server label, check): the two settings each trial runs in, in this order on even reps
+    if args.against:
+        settings = [(url, await profile_of(url), True) for url in (args.url, args.against)]
+    else:
+        settings = [(args.url, "", True), (args.url, "", False)]
+    from app.bench.corpus import _load_tts
+
+    tts = _load_tts()
+    question, made = sounds(tts)
     trials: list[Trial] = []
     for rep in range(args.reps):
+        if args.fresh_sounds and rep:
+            question, made = sounds(tts)
         for name, sound in made.items():
-            for check in ((True, False) if rep % 2 == 0 else (False, True)):
+            for url, server, check in (settings if rep % 2 == 0 else settings[::-1]):
                 try:
-                    trial = await run_trial(args.url, key, question, name, sound, check=check,
-                                            instructions=INSTRUCTIONS)
+                    trial = await run_trial(url, key, question, name, sound, check=check,
+                                            instructions=INSTRUCTIONS, server=server)
                 except Exception as exc:  # a failed trial is reported, not hidden
-                    trial = Trial(name, check, "error", detail=f"{type(exc).__name__}: {exc}")
+                    trial = Trial(name, check, "error", detail=f"{type(exc).__name__}: {exc}", server=server)
                 trials.append(trial)
                 delay = f"{trial.onset_to_done_ms:.0f} ms" if trial.onset_to_done_ms is not None else ""
-                print(f"rep {rep + 1} {name:10s} check={'on ' if check else 'off'} {trial.outcome:9s} {delay} "
-                      f"{trial.detail}", flush=True)
+                print(f"rep {rep + 1} {name:10s} {server + ' ' if server else ''}check={'on ' if check else 'off'} "
+                      f"{trial.outcome:9s} {delay} {trial.detail}", flush=True)
     rows = summarize(trials)
-    print(f"\n{'sound':10s} {'check':5s} {'valid':>5s} {'cancelled':>9s} {'onset->done p50 / max (ms)':>28s}")
+    width = max([len(r["server"]) for r in rows] + [6])
+    print(f"\n{'sound':10s} {'server':{width}s} {'check':5s} {'valid':>5s} {'cancelled':>9s} "
+          f"{'onset->done p50 / max (ms)':>28s}")
     for r in rows:
         share = f"{r['cancelled']}/{r['valid']}"
         p50, mx = r["onset_to_done_p50_ms"], r["onset_to_done_max_ms"]
         lat = f"{p50:.0f} / {mx:.0f}" if p50 is not None else "-"
-        print(f"{r['sound']:10s} {'on' if r['check'] else 'off':5s} {r['valid']:5d} {share:>9s} {lat:>28s}")
+        print(f"{r['sound']:10s} {r['server'] or '-':{width}s} {'on' if r['check'] else 'off':5s} {r['valid']:5d} "
+              f"{share:>9s} {lat:>28s}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps({"rows": rows, "trials": [asdict(t) for t in trials],

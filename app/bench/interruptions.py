@@ -31,11 +31,13 @@ class Trial:
     outcome: str  # "kept" | "cancelled" | "void" | "error"
     onset_to_done_ms: float | None = None
     detail: str = ""
+    #: Which server it ran on (its profile), when the benchmark compares two.
+    server: str = ""
 
 
 async def run_trial(url: str, key: str | None, question: bytes, sound_name: str, sound: bytes, *, check: bool,
                     instructions: str, max_tokens: int = 300, settle_s: float = 1.5,
-                    timeout_s: float = 90.0) -> Trial:
+                    timeout_s: float = 90.0, server: str = "") -> Trial:
     async with RealtimeClient(url, key) as client:
         await client.update_session(instructions=instructions, max_output_tokens=max_tokens,
                                     sub250={"interruption_check": check})
@@ -67,27 +69,30 @@ async def run_trial(url: str, key: str | None, question: bytes, sound_name: str,
                     # done before the sound was over: the reply had finished, nothing was paused or talked over
                     # (a reply that finishes while paused is told only once the sound is dismissed)
                     return Trial(sound_name, check, "kept" if reply.received_ns > sound_end_ns else "void",
-                                 detail=status)
+                                 detail=status, server=server)
                 started = [e for e in events if e.type == "input_audio_buffer.speech_started"]
                 onset = client.sent_at(started[-1].data["audio_start_ms"]) if started else None
                 delay = (reply.received_ns - onset) / 1e6 if onset is not None else None
-                return Trial(sound_name, check, "cancelled", delay)
+                return Trial(sound_name, check, "cancelled", delay, server=server)
             await client.cancel_response()
             await asyncio.wait_for(done.wait(), timeout=timeout_s)
-            return Trial(sound_name, check, "kept")
+            return Trial(sound_name, check, "kept", server=server)
         finally:
             reader.cancel()
 
 
 def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
+    """One row per sound and setting (server, check on / off), in the order they first ran (check on first)."""
     rows = []
+    settings = sorted(dict.fromkeys((t.server, t.check) for t in trials),
+                      key=lambda s: ([t.server for t in trials].index(s[0]), not s[1]))
     for sound in dict.fromkeys(t.sound for t in trials):
-        for check in (True, False):
-            these = [t for t in trials if t.sound == sound and t.check == check]
+        for server, check in settings:
+            these = [t for t in trials if t.sound == sound and t.check == check and t.server == server]
             valid = [t for t in these if t.outcome in ("kept", "cancelled")]
             delays = [t.onset_to_done_ms for t in valid if t.onset_to_done_ms is not None]
             rows.append({
-                "sound": sound, "check": check, "trials": len(these), "valid": len(valid),
+                "sound": sound, "server": server, "check": check, "trials": len(these), "valid": len(valid),
                 "cancelled": sum(t.outcome == "cancelled" for t in valid),
                 "cancelled_share": (sum(t.outcome == "cancelled" for t in valid) / len(valid)) if valid else None,
                 "onset_to_done_p50_ms": percentile(delays, 50), "onset_to_done_max_ms": max(delays, default=None),
