@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.bench.interruptions import Trial, run_trial, summarize  # noqa: E402
 from app.bench.options import add_server_options, default_key  # noqa: E402
-from app.bench.probe import require_loopback  # noqa: E402
+from app.bench.probe import http_base, require_loopback  # noqa: E402
 from app.bench.sounds import hum  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,8 +89,7 @@ async def profile_of(url: str) -> str:
     """The profile a server runs (its ``/healthz``), to label its rows."""
     import aiohttp
 
-    health = url.replace("ws://", "http://", 1).split("/v1/", 1)[0] + "/healthz"
-    async with aiohttp.ClientSession() as http, http.get(health) as resp:
+    async with aiohttp.ClientSession() as http, http.get(http_base(url) + "/healthz") as resp:
         body = await resp.json(content_type=None)
     return str(body.get("profile") or url)
 

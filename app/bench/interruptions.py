@@ -84,8 +84,8 @@ async def run_trial(url: str, key: str | None, question: bytes, sound_name: str,
 def summarize(trials: list[Trial]) -> list[dict[str, Any]]:
     """One row per sound and setting (server, check on / off), in the order they first ran (check on first)."""
     rows = []
-    settings = sorted(dict.fromkeys((t.server, t.check) for t in trials),
-                      key=lambda s: ([t.server for t in trials].index(s[0]), not s[1]))
+    servers = list(dict.fromkeys(t.server for t in trials))
+    settings = sorted({(t.server, t.check) for t in trials}, key=lambda s: (servers.index(s[0]), not s[1]))
     for sound in dict.fromkeys(t.sound for t in trials):
         for server, check in settings:
             these = [t for t in trials if t.sound == sound and t.check == check and t.server == server]

@@ -56,6 +56,11 @@ TURN_WORDS = frozenset({"stop", "wait", "no", "hold", "hang", "pause", "cancel",
                         "hey"})
 
 
+def _is_number(value: object) -> bool:
+    """An int or a float from the profile (TOML's true / false are not numbers here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class InterruptionOptions:
     """``[interruption]`` in the profile."""
@@ -77,16 +82,14 @@ class InterruptionOptions:
     def __post_init__(self) -> None:
         for name in ("check_after_ms", "recheck_ms", "resume_after_ms"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if not (_is_number(value) and isinstance(value, int) and value >= 1):
                 raise ConfigError(f"[interruption] {name} = {value!r} is not a positive whole number of ms",
                                   f"set {name} to an integer >= 1")
-        if not isinstance(self.max_no_speech_prob, (int, float)) or isinstance(self.max_no_speech_prob, bool) \
-                or not 0 < self.max_no_speech_prob <= 1:
+        if not (_is_number(self.max_no_speech_prob) and 0 < self.max_no_speech_prob <= 1):
             raise ConfigError(f"[interruption] max_no_speech_prob = {self.max_no_speech_prob!r} is not in (0, 1]",
                               "set it to a probability, e.g. 0.5")
-        if self.min_confidence is not None and (isinstance(self.min_confidence, bool) or
-                                                not isinstance(self.min_confidence, (int, float)) or
-                                                not -20 <= self.min_confidence <= 0):
+        if self.min_confidence is not None and not (_is_number(self.min_confidence)
+                                                    and -20 <= self.min_confidence <= 0):
             raise ConfigError(f"[interruption] min_confidence = {self.min_confidence!r} is not in [-20, 0]",
                               "set it to a log-probability such as -1.3, or \"off\"")
 

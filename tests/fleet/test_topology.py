@@ -61,6 +61,9 @@ async def one_session_per_replica(fleet, tries: int = 8) -> dict[str, RealtimeCl
             if len(kept) == len(fleet.replicas):
                 break
             await asyncio.sleep(0.2)
+    except BaseException:
+        extra.extend(kept.values())  # a connect failed: no session is left open behind the error
+        raise
     finally:
         await asyncio.gather(*(c.close() for c in extra))
     return kept
