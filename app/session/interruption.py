@@ -78,8 +78,15 @@ class InterruptionOptions:
     #: ... and only when ``avg_logprob - no_speech_prob`` is at least this (unless it holds one of TURN_WORDS;
     #: engines that report no log-probability skip this test). None: no confidence test.
     min_confidence: float | None = -1.3
+    #: While the reply is paused for a check, its speech synthesis starts nothing new (the chunk in synthesis
+    #: finishes; text keeps queueing), so the check does not share the cores with it; False: it goes on.
+    hold_speech: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("enabled", "hold_speech"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"[interruption] {name} = {getattr(self, name)!r} is not true or false",
+                                  f"set {name} = true or {name} = false")
         for name in ("check_after_ms", "recheck_ms", "resume_after_ms"):
             value = getattr(self, name)
             if not (_is_number(value) and isinstance(value, int) and value >= 1):
@@ -97,7 +104,8 @@ class InterruptionOptions:
     def from_stage(cls, stage: dict[str, Any]) -> "InterruptionOptions":
         d = cls()
         confidence = stage.get("min_confidence", d.min_confidence)
-        return cls(enabled=bool(stage.get("enabled", d.enabled)),
+        return cls(enabled=stage.get("enabled", d.enabled),
+                   hold_speech=stage.get("hold_speech", d.hold_speech),
                    check_after_ms=stage.get("check_after_ms", d.check_after_ms),
                    recheck_ms=stage.get("recheck_ms", d.recheck_ms),
                    resume_after_ms=stage.get("resume_after_ms", d.resume_after_ms),

@@ -121,6 +121,8 @@ class Reply:
         self._text_queued = False
         self._item_added = False  # the reply's output item was announced (a reply to silence has none)
         self._speaker: stages.Speaker | None = None
+        #: Paused with ``[interruption] hold_speech``: the speaker synthesizes nothing new until resumed.
+        self._speech_held = False
         #: The tool call this reply made instead of speaking (its output item), if any.
         self._call: FunctionCall | None = None
         #: The item the reply follows in the conversation: the question, or the last tool output it answers from.
@@ -160,13 +162,21 @@ class Reply:
 
     def pause(self) -> None:
         """A suspected interruption: nothing more leaves (and, on WebRTC, its queued audio stops playing)
-        until :meth:`resume` or :meth:`interrupted`; the stages go on meanwhile."""
+        until :meth:`resume` or :meth:`interrupted`; the generation goes on meanwhile, and so does speech
+        synthesis unless ``[interruption] hold_speech`` holds it (the check of the sound gets the core)."""
         if self.state is ReplyState.LIVE:
             self.output.pause()
+            if self.tuning.interruption.hold_speech:
+                self._speech_held = True
+                if self._speaker is not None:
+                    self._speaker.hold()
 
     def resume(self) -> None:
         """It was not an interruption: play on from where the pause stopped the reply (and if its stages ended
         meanwhile, it is done now)."""
+        self._speech_held = False
+        if self._speaker is not None:
+            self._speaker.release()
         self.output.resume()
         if self.state is ReplyState.LIVE and self._ended is not None:
             self._finish()
@@ -308,6 +318,8 @@ class Reply:
         self.output.send(ev.content_part_added(self.id, self.item_id, ev.content_part(part, "")))
         self._speaker = speaker = stages.Speaker(self.stack.tts, tl, self._send_audio,
                                                  first_clause=self.tuning.first_clause) if opts.audio else None
+        if speaker is not None and self._speech_held:
+            speaker.hold()
         self._answering = True
         async with contextlib.aclosing(answerer.speak(plan, self.engine_request_id, opts.max_tokens, tl)) as texts:
             async for text in texts:

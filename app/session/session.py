@@ -272,9 +272,10 @@ class RealtimeSession:
             return
         verdict = Verdict.CONFIRMED if transcript is None else check.result(transcript, end)
         if transcript is not None:
-            log.info("session %s: sound over the reply, %d ms: %r (no-speech %s, mean log-prob %s) -> %s",
-                     self.config.id, (end - check.onset_window + 1) * WINDOW_MS, transcript.text,
-                     _figure(transcript.no_speech_prob), _figure(transcript.avg_logprob), verdict.value)
+            log.info("session %s: sound over the reply, %d ms: %r (no-speech %s, mean log-prob %s; heard in %.0f "
+                     "ms) -> %s", self.config.id, (end - check.onset_window + 1) * WINDOW_MS, transcript.text,
+                     _figure(transcript.no_speech_prob), _figure(transcript.avg_logprob),
+                     transcript.compute_seconds * 1000, verdict.value)
         if verdict is Verdict.CONFIRMED:
             self._confirm_suspect(check)
         elif self._suspect_stopped is not None:

@@ -193,6 +193,9 @@ class Speaker:
         self.chunker = SentenceChunker(first_clause=first_clause)
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._resampler = StreamResampler(tts.sample_rate, OUTPUT_RATE)
+        #: Cleared while :meth:`hold` keeps the worker from starting a synthesis.
+        self._going = asyncio.Event()
+        self._going.set()
         self._task = asyncio.ensure_future(self._work())
 
     def put(self, text: str) -> None:
@@ -213,6 +216,18 @@ class Speaker:
     def stop(self) -> None:
         self._task.cancel()
 
+    def hold(self) -> None:
+        """Start no new synthesis until :meth:`release` (one already running finishes): the cores go to
+        more urgent work meanwhile. Text keeps queueing; nothing is lost."""
+        self._going.clear()
+
+    def release(self) -> None:
+        self._going.set()
+
+    @property
+    def holding(self) -> bool:
+        return not self._going.is_set()
+
     @property
     def done(self) -> bool:
         """The worker has ended: everything was handed on, it was stopped, or synthesis failed."""
@@ -232,6 +247,7 @@ class Speaker:
         step = OUTPUT_RATE * AUDIO_DELTA_MS // 1000 * 2
         while True:
             text = await self._queue.get()
+            await self._going.wait()
             pcm, done_ns = await self.tts.run(self._synthesize, text)
             if text is not None:
                 self.timeline.mark("first_audio", done_ns)

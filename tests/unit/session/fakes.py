@@ -152,10 +152,15 @@ class FakeLLM:
 class FakeTTS(TTSEngine):
     sample_rate = 22050
 
+    def __init__(self):
+        super().__init__()
+        self.texts = []  # what was synthesized, in order
+
     def load(self):
         pass
 
     def synthesize(self, text):
+        self.texts.append(text)
         yield AudioChunk(pcm16=bytes(int(0.2 * self.sample_rate) * 2), sample_rate=self.sample_rate)
 
 

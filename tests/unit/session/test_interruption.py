@@ -80,12 +80,14 @@ def test_profile_section_overrides_defaults():
     assert o.min_confidence == -1.3
     assert InterruptionOptions.from_stage({"min_confidence": "off"}).min_confidence is None
     assert InterruptionOptions.from_stage({"min_confidence": -2}).min_confidence == -2
+    assert o.hold_speech and not InterruptionOptions.from_stage({"hold_speech": False}).hold_speech
 
 
 @pytest.mark.parametrize("stage", [{"check_after_ms": 0}, {"recheck_ms": "192"}, {"resume_after_ms": 1.5e3},
                                    {"check_after_ms": True}, {"max_no_speech_prob": 0}, {"max_no_speech_prob": 2},
                                    {"max_no_speech_prob": "0.5"}, {"min_confidence": 1}, {"min_confidence": -1e9},
-                                   {"min_confidence": "low"}, {"min_confidence": True}])
+                                   {"min_confidence": "low"}, {"min_confidence": True}, {"enabled": "no"},
+                                   {"enabled": 1}, {"hold_speech": "yes"}])
 def test_profile_values_out_of_range_or_of_the_wrong_type_are_refused(stage):
     with pytest.raises(ConfigError, match=r"\[interruption\] " + next(iter(stage))):
         InterruptionOptions.from_stage(stage)
@@ -93,11 +95,15 @@ def test_profile_values_out_of_range_or_of_the_wrong_type_are_refused(stage):
 
 # --- the session ---------------------------------------------------------------------------------------
 
-async def _reply_in_progress(texts_after):
+async def _reply_in_progress(texts_after, **options):
     """A session whose reply is speaking (the fake LLM says 120 words, 10 ms each); from then on the ASR
-    gives ``texts_after``."""
+    gives ``texts_after``. ``options``: InterruptionOptions' fields for the session."""
+    from dataclasses import replace
+
     llm = FakeLLM(words=[f"word{i}" for i in range(120)], delay=0.01)
     session, t, stack = make_session(llm=llm)
+    if options:
+        session.tuning = replace(session.tuning, interruption=InterruptionOptions(**options))
     await feed(session, speech(0.8) + silence(0.8))
     await wait_for(t, "response.output_audio_transcript.delta", 5)
     stack.asr.calls.clear()
@@ -135,6 +141,30 @@ async def test_a_cough_over_the_reply_pauses_it_then_the_reply_plays_on_unseen_b
     stack.asr.texts = ["how often do I change the filter"]
     await feed(session, speech(0.8) + silence(0.8))
     assert (await wait_for(t, "response.done", 2))[-1]["response"]["status"] == "completed"
+
+
+@pytest.mark.parametrize("hold", [True, False])
+async def test_the_paused_reply_synthesizes_nothing_new_while_the_sound_is_checked(hold):
+    """hold_speech: while the check runs the TTS starts no new chunk (the check gets the core); nothing is
+    lost: once the cough is dismissed every word is spoken. Off, synthesis goes on through the pause."""
+    from dataclasses import replace
+
+    llm = FakeLLM(words=[f"word{i}" for i in range(300)], delay=0.01)
+    session, t, stack = make_session(llm=llm)
+    session.tuning = replace(session.tuning, interruption=InterruptionOptions(hold_speech=hold))
+    await feed(session, speech(0.8) + silence(0.8))
+    await wait_for(t, "response.output_audio_transcript.delta", 5)
+    stack.asr.texts = [tr("", 0.8)]
+    await feed(session, speech(0.3))  # a cough: checked, no words yet, the sound has not ended
+    assert session._suspect is not None
+    at_pause = len(stack.tts.texts)
+    await asyncio.sleep(0.6)  # the generation goes on: ~60 words, a 40-word chunk or more
+    during = len(stack.tts.texts) - at_pause
+    assert during <= 1 if hold else during >= 1, f"{during} chunks synthesized while paused"
+    await feed(session, silence(0.8))
+    done = (await wait_for(t, "response.done", 1, 10))[0]
+    assert done["response"]["status"] == "completed"
+    assert " ".join(stack.tts.texts).split() == [f"word{i}" for i in range(300)], "every word was spoken"
 
 
 async def test_words_over_the_reply_cancel_it_and_the_client_hears_of_the_speech_only_then():
@@ -186,7 +216,8 @@ async def test_the_session_can_turn_the_check_off_for_itself():
 
 
 async def test_a_reply_that_finishes_while_paused_is_told_once_the_cough_is_dismissed():
-    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
+    # its speech not held: the stages can end while paused (as a text-only reply's always can)
+    session, t, stack, llm = await _reply_in_progress([tr("", 0.9)], hold_speech=False)
     await feed(session, speech(0.3))
     reply = session._suspected
     await wait_until(lambda: reply.task.done(), what="the reply's stages to end while paused")
@@ -199,7 +230,7 @@ async def test_a_reply_that_finishes_while_paused_is_told_once_the_cough_is_dism
 
 async def test_a_reply_that_finishes_while_paused_is_cancelled_if_the_sound_was_words():
     """The caller talked over it before hearing the rest: cancelled, and the history keeps what was heard."""
-    session, t, stack, llm = await _reply_in_progress([tr("Wait, stop.", 0.1)])
+    session, t, stack, llm = await _reply_in_progress([tr("Wait, stop.", 0.1)], hold_speech=False)
     stack.asr.gate = __import__("threading").Event()  # the check waits until the reply has ended
     await feed(session, speech(0.4))
     reply = session._suspected

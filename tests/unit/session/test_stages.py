@@ -227,6 +227,20 @@ async def test_speaker_stop_emits_nothing_more():
     assert pieces == []
 
 
+async def test_a_held_speaker_starts_no_synthesis_until_released_and_loses_nothing():
+    tts, pieces = ToneTTS(sample_rate=OUTPUT_RATE, seconds=0.1), []
+    speaker = Speaker(tts, TurnTimeline("t"), lambda view, words: pieces.append(bytes(view)), first_clause=False)
+    speaker.hold()
+    assert speaker.holding
+    speaker.put("One whole sentence here. And a second one there. ")
+    await asyncio.sleep(0.05)
+    await tts.run(lambda: None)
+    assert tts.texts == [] and pieces == []
+    speaker.release()
+    await speaker.finish()
+    assert tts.texts == ["One whole sentence here.", "And a second one there."] and len(pieces) == 2
+
+
 async def test_a_failed_synthesis_stops_the_generation_at_the_next_text():
     class BrokenTTS(ToneTTS):
         def synthesize(self, text):
