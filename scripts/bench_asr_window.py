@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """Whisper's encoder window: full 30 s against cut to the utterance, on the replay corpus and the real recordings.
 
-    .venv/bin/python scripts/bench_asr_window.py [--paddings 2.0] [--threads 1,2] [--out reports/asr-window.json]
+    .venv/bin/python scripts/bench_asr_window.py [--paddings 2.0] [--threads 1,2] [--beams 1,3]
+        [--compute-types int8,float32] [--out reports/asr-window.json]
 
-For each window it transcribes every synthetic question (scripts/corpus) and every real recording
-(tests/data/audio) and prints WER (Whisper's English normalizer on both sides) and the p50/p95 of one
-call, as the ASR stage sees it (one thread, tiny.en int8).
+For each window (and thread count, beam width, compute type asked for) it transcribes every synthetic question
+(scripts/corpus) and every real recording (tests/data/audio) and prints WER (Whisper's English normalizer on
+both sides) and the p50/p95 of one call, as the ASR stage sees it (the profile's model: SUB250_PROFILE).
 """
 
 from __future__ import annotations
@@ -42,15 +43,21 @@ def main(args: argparse.Namespace) -> int:
                                              for p in args.paddings]
     threads = [int(t) for t in args.threads.split(",")]
     configs = [(f"{n}/{t}thr" if len(threads) > 1 else n, dict(o, cpu_threads=t, full_window_cpu_threads=t)) for t in threads for n, o in configs]
-    loaded: dict[int, object] = {}
+    if args.beams:
+        configs = [(f"{n}/beam{b}", dict(o, beam_size=b)) for b in args.beams for n, o in configs]
+    if args.compute_types:
+        configs = [(f"{n}/{c}", dict(o, compute_type=c)) for c in args.compute_types for n, o in configs]
+    loaded: dict[tuple[int, str], object] = {}
     rows = []
-    print(f"{'window':<14}{'group':<11}{'n':>4}{'WER':>8}{'p50 ms':>9}{'p95 ms':>9}")
+    width = max(14, *(len(n) + 2 for n, _ in configs))
+    print(f"{'window':<{width}}{'group':<11}{'n':>4}{'WER':>8}{'p50 ms':>9}{'p95 ms':>9}")
     for name, over in configs:
         asr = WhisperASR(model, dict(profile.stage("asr"), **over))
-        if over["cpu_threads"] not in loaded:
+        key = (over["cpu_threads"], asr.cfg.get("compute_type", "int8"))
+        if key not in loaded:  # one model per thread count and compute type; the beam is a per-call option
             asr.load()
-            loaded[over["cpu_threads"]] = asr.model
-        asr.model = loaded[over["cpu_threads"]]
+            loaded[key] = asr.model
+        asr.model = asr.full_model = loaded[key]
         for group, utts in groups.items():
             refs, hyps, ms = [], [], []
             for u in utts:
@@ -58,10 +65,11 @@ def main(args: argparse.Namespace) -> int:
                 refs.append(norm(u.reference or ""))
                 hyps.append(norm(tr.text))
                 ms.append(tr.compute_seconds * 1000)
-            row = {"window": name, "group": group, "n": len(utts), "wer": jiwer.wer(refs, hyps),
+            row = {"config": name, "window": over["window"], "beam_size": asr.cfg.get("beam_size", 1),
+                   "compute_type": key[1], "threads": key[0], "group": group, "n": len(utts), "wer": jiwer.wer(refs, hyps),
                    "p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
             rows.append(row)
-            print(f"{name:<14}{group:<11}{row['n']:>4}{row['wer']:>8.1%}{row['p50_ms']:>9.0f}{row['p95_ms']:>9.0f}")
+            print(f"{name:<{width}}{group:<11}{row['n']:>4}{row['wer']:>8.1%}{row['p50_ms']:>9.0f}{row['p95_ms']:>9.0f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(rows, indent=2))
     return 0
@@ -72,4 +80,8 @@ if __name__ == "__main__":
     p.add_argument("--paddings", type=lambda s: [float(x) for x in s.split(",")], default=[2.0])
     p.add_argument("--out", default="reports/asr-window.json")
     p.add_argument("--threads", default="1", help="ASR CPU threads to compare, e.g. 1,2 (each loads its own model)")
+    p.add_argument("--beams", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                   help="beam widths to compare, e.g. 1,3,5 (default: the profile's [asr] beam_size)")
+    p.add_argument("--compute-types", type=lambda s: s.split(","), default=None,
+                   help="CTranslate2 compute types to compare, e.g. int8,float32 (each loads its own model)")
     raise SystemExit(main(p.parse_args()))

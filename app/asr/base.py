@@ -63,10 +63,12 @@ class ASREngine(ThreadedEngine, abc.ABC):
         """Load the model (blocking; call from a thread)."""
 
     @abc.abstractmethod
-    def transcribe(self, audio: np.ndarray, *, window: str | None = None, prompt: str | None = None) -> Transcript:
+    def transcribe(self, audio: np.ndarray, *, window: str | None = None, prompt: str | None = None,
+                   final: bool = False) -> Transcript:
         """Transcribe float32 16 kHz mono audio (blocking, CPU-heavy: use :meth:`recognize` from async code).
         ``window`` may ask for a faster, less accurate pass (engines that have none ignore it); ``prompt``:
-        text that primes the recognizer (None: the engine's default, "": none)."""
+        text that primes the recognizer (None: the engine's default, "": none); ``final``: a reply will answer
+        this transcript (not a partial or an interruption check), so an engine may decode it more carefully."""
 
     @property
     def busy(self) -> bool:
@@ -79,10 +81,13 @@ class ASREngine(ThreadedEngine, abc.ABC):
         """:meth:`transcribe` on the engine's threads, ``workers`` calls at a time; waiting calls are served by
         ``need`` (a callable is read each time a slot frees), then by arrival. Cancelling a call that is still
         waiting for its turn means it never runs; cancelling one that runs returns at once, but its slot stays
-        taken (and the next call waits) until the thread has really finished."""
+        taken (and the next call waits) until the thread has really finished. A FINAL or AHEAD call is
+        transcribed as ``final``."""
         await self._slots.acquire(need, leave_free=self._partial_leaves if need == Need.PARTIAL else 0)
+        final = (need() if callable(need) else need) in (Need.FINAL, Need.AHEAD)
         try:
-            running = asyncio.ensure_future(self.run(self.transcribe, audio, window=window, prompt=prompt))
+            running = asyncio.ensure_future(self.run(self.transcribe, audio, window=window, prompt=prompt,
+                                                     final=final))
         except BaseException:
             self._slots.release()
             raise

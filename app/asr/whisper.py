@@ -33,6 +33,8 @@ from app.errors import ConfigError, ModelError
 SCHEDULING = ("need", "arrival")
 #: ``[asr] workers``: transcriptions at once (CTranslate2's ``num_workers``: each call its own replica's state).
 MAX_WORKERS = 8
+#: ``[asr] beam_size`` / ``final_beam_size``: CTranslate2's beam search width.
+MAX_BEAMS = 10
 
 
 class WhisperASR(ASREngine):
@@ -47,7 +49,15 @@ class WhisperASR(ASREngine):
         if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= MAX_WORKERS:
             raise ConfigError(f"[asr] workers = {workers!r} is not a whole number from 1 to {MAX_WORKERS}",
                               "1 runs one transcription at a time; 2 lets a final run beside a partial")
+        beams = {key: cfg.get(key, cfg.get("beam_size", 1)) for key in ("beam_size", "final_beam_size")}
+        for key, value in beams.items():
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_BEAMS:
+                raise ConfigError(f"[asr] {key} = {value!r} is not a whole number from 1 to {MAX_BEAMS}",
+                                  "1 decodes greedily (fastest); final_beam_size = 2 searches two beams for "
+                                  "the transcripts a reply answers")
         super().__init__(workers=workers, fifo=scheduling == "arrival")
+        #: Beams for partials and interruption checks, and for the transcripts a reply answers.
+        self.beam_size, self.final_beam_size = beams["beam_size"], beams["final_beam_size"]
         self.scheduling = scheduling
         self.workers = workers
         self.model_ref = model
@@ -87,10 +97,12 @@ class WhisperASR(ASREngine):
             ) from None
         self.load_seconds = time.perf_counter() - t0
 
-    def transcribe(self, audio: np.ndarray, *, window: str | None = None, prompt: str | None = None) -> Transcript:
+    def transcribe(self, audio: np.ndarray, *, window: str | None = None, prompt: str | None = None,
+                   final: bool = False) -> Transcript:
         """``window``: "30s" or "audio" for this call (default: the profile's). Partial transcripts use the
         fast cut window; the final one the profile's. ``prompt``: Whisper's previous-text prompt, which primes
-        its vocabulary (names, terms); None: the profile's ``[asr] prompt``; "": none."""
+        its vocabulary (names, terms); None: the profile's ``[asr] prompt``; "": none. ``final``: decoded with
+        ``[asr] final_beam_size`` beams (default: ``beam_size``, 1), the rest with ``beam_size``."""
         if self.model is None:
             raise RuntimeError("ASR model not loaded")
         t0 = time.perf_counter()
@@ -99,11 +111,12 @@ class WhisperASR(ASREngine):
         max_new_tokens = int(min(224, 16 + audio_seconds * 6))
         window = window or self.cfg.get("window", "30s")
         prompt = (str(self.cfg.get("prompt", "")) if prompt is None else prompt).strip()
+        beams = self.final_beam_size if final else self.beam_size
         if window == "audio" and audio_seconds + float(self.cfg.get("window_padding_s", 2.0)) < 30:
-            text, no_speech, logprob = self._transcribe_cut(audio, max_new_tokens, prompt)
+            text, no_speech, logprob = self._transcribe_cut(audio, max_new_tokens, prompt, beams)
         else:
             segments, _info = (self.full_model or self.model).transcribe(
-                audio, language="en", beam_size=int(self.cfg.get("beam_size", 1)), vad_filter=False,
+                audio, language="en", beam_size=beams, vad_filter=False,
                 condition_on_previous_text=False, without_timestamps=True, max_new_tokens=max_new_tokens,
                 temperature=0.0, chunk_length=30, initial_prompt=prompt or None,
             )
@@ -114,9 +127,10 @@ class WhisperASR(ASREngine):
         return Transcript(text=text, audio_seconds=audio_seconds, compute_seconds=time.perf_counter() - t0,
                           no_speech_prob=no_speech, avg_logprob=logprob)
 
-    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int,
-                        prompt: str = "") -> tuple[str, float, float]:
-        """One encoder pass over the utterance plus padding (not Whisper's fixed 30 s), then greedy decoding.
+    def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int, prompt: str = "",
+                        beams: int = 1) -> tuple[str, float, float]:
+        """One encoder pass over the utterance plus padding (not Whisper's fixed 30 s), then decoding (greedy
+        with one beam).
         Returns the text, the no-speech probability and the mean log-probability of the decoded tokens.
 
         faster-whisper always pads the features to 3000 frames (30 s), and the encoder's cost grows with its
@@ -139,7 +153,7 @@ class WhisperASR(ASREngine):
         previous = tok.encode(" " + prompt) if prompt else []
         prompt = self.model.get_prompt(tok, previous, without_timestamps=False)
         result = self.model.model.generate(
-            encoder_output, [prompt], beam_size=int(self.cfg.get("beam_size", 1)),
+            encoder_output, [prompt], beam_size=beams,
             max_length=len(prompt) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],
             no_repeat_ngram_size=int(self.cfg.get("no_repeat_ngram_size", 3)),  # short windows loop otherwise
             return_no_speech_prob=True, return_scores=True,  # score: the tokens' summed log-prob / their count
@@ -173,6 +187,8 @@ class WhisperASR(ASREngine):
             "compute_type": self.cfg.get("compute_type", "int8"),
             "scheduling": self.scheduling,
             "workers": self.workers,
+            "beam_size": self.beam_size,
+            "final_beam_size": self.final_beam_size,
         }
 
 

@@ -101,11 +101,11 @@ async def test_an_asr_exception_fails_the_spoken_turn_and_the_next_one_completes
     real = stack.asr.transcribe
     raised = []
 
-    def transcribe(audio, *, window=None, prompt=None):
-        if window is None and not raised:  # the turn's final transcript (partials use a cut window)
+    def transcribe(audio, *, window=None, prompt=None, final=False):
+        if final and not raised:  # the turn's final transcript
             raised.append(time.monotonic())
             raise RuntimeError(SECRET)
-        return real(audio, window=window, prompt=prompt)
+        return real(audio, window=window, prompt=prompt, final=final)
 
     monkeypatch.setattr(stack.asr, "transcribe", transcribe)  # the real engine around it stays as it is
     async with RealtimeClient(ws_url, TEST_KEY) as client:

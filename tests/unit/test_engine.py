@@ -59,6 +59,7 @@ class GatedASR(ASREngine):
         self.gate = threading.Event()
         self.entered = threading.Event()
         self.calls = []
+        self.finals = []
         self.running = 0
         self.most = 0
         self._count = threading.Lock()
@@ -66,7 +67,7 @@ class GatedASR(ASREngine):
     def load(self):
         pass
 
-    def transcribe(self, audio, *, window=None, prompt=None):
+    def transcribe(self, audio, *, window=None, prompt=None, final=False):
         with self._count:
             self.running += 1
             self.most = max(self.most, self.running)
@@ -74,6 +75,7 @@ class GatedASR(ASREngine):
         try:
             assert self.gate.wait(5)
             self.calls.append((audio.size, window))
+            self.finals.append(final)
             return SimpleNamespace(text=f"{audio.size}")
         finally:
             with self._count:
@@ -109,7 +111,7 @@ async def test_recognize_runs_on_the_engines_thread():
     asr = GatedASR()
     asr.gate.set()
     seen = []
-    asr.transcribe = lambda audio, window=None, prompt=None: seen.append(threading.current_thread().name) or SimpleNamespace(text="")
+    asr.transcribe = lambda audio, window=None, prompt=None, final=False: seen.append(threading.current_thread().name) or SimpleNamespace(text="")
     await asr.recognize(np.zeros(1, dtype=np.float32))
     assert seen and seen[0].startswith("asr")
     asr.close_threads()
@@ -202,6 +204,29 @@ def test_whisper_scheduling_is_need_or_arrival():
     for bad in (0, 9, 1.5, "2", True):
         with pytest.raises(ConfigError, match="workers"):
             WhisperASR("model", {"workers": bad})
+
+
+def test_whisper_beams_final_transcripts_with_final_beam_size_else_beam_size():
+    from app.asr.whisper import WhisperASR
+    from app.errors import ConfigError
+
+    asr = WhisperASR("model", {})
+    assert (asr.beam_size, asr.final_beam_size) == (1, 1)
+    asr = WhisperASR("model", {"beam_size": 1, "final_beam_size": 2})
+    assert (asr.beam_size, asr.final_beam_size) == (1, 2)
+    assert WhisperASR("model", {"beam_size": 3}).final_beam_size == 3, "final_beam_size defaults to beam_size"
+    for key in ("beam_size", "final_beam_size"):
+        for bad in (0, 11, 2.0, "2", True):
+            with pytest.raises(ConfigError, match=key):
+                WhisperASR("model", {key: bad})
+
+
+async def test_recognize_tells_the_engine_which_calls_a_reply_answers():
+    asr = GatedASR()
+    asr.gate.set()
+    for need in (Need.FINAL, Need.AHEAD, Need.INTERRUPTION, Need.PARTIAL, lambda: Need.AHEAD):
+        await asr.recognize(np.zeros(1, dtype=np.float32), need=need)
+    assert asr.finals == [True, True, False, False, True]
 
 
 async def test_with_two_workers_a_final_runs_beside_a_partial_but_no_partial_beside_another_call():

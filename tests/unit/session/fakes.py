@@ -46,6 +46,7 @@ class FakeASR(ASREngine):
         self.calls = []
         self.windows = []
         self.prompts = []
+        self.finals = []  # the ``final`` argument of each transcription
         #: The ``need`` of each ``recognize`` call, as given (a callable stays one: the test reads it).
         self.needs = []
         self.texts = list(texts) if texts else ["how often do I change the filter"]
@@ -59,13 +60,14 @@ class FakeASR(ASREngine):
         self.needs.append(need)
         return await super().recognize(audio, window=window, prompt=prompt, need=need)
 
-    def transcribe(self, audio, *, window=None, prompt=None):
+    def transcribe(self, audio, *, window=None, prompt=None, final=False):
         self.entered.set()
         if self.gate is not None:
             assert self.gate.wait(5), "the test never opened the ASR gate"
         self.calls.append(audio.size)
         self.windows.append(window)
         self.prompts.append(prompt)
+        self.finals.append(final)
         text = self.texts[min(len(self.calls), len(self.texts)) - 1]
         if isinstance(text, Exception):
             raise text

@@ -264,11 +264,11 @@ class RaisingASR(FakeASR):
         super().__init__()
         self.fails = fails
 
-    def transcribe(self, audio, *, window=None, prompt=None):
+    def transcribe(self, audio, *, window=None, prompt=None, final=False):
         if self.fails:
             self.fails -= 1
             raise RuntimeError(f"ASR: {SECRET}")
-        return super().transcribe(audio, window=window, prompt=prompt)
+        return super().transcribe(audio, window=window, prompt=prompt, final=final)
 
 
 class RaisingTTS(FakeTTS):
