@@ -22,6 +22,17 @@ def test_the_interruption_checks_confidence_test_is_on_for_whisper_base_only():
     assert tuning == {"cpu-base": -1.3, "cpu-tiny": None, "cpu-base-no-confidence": None}
 
 
+def test_cpu_base_searches_two_beams_for_final_transcripts_and_its_comparison_profiles_differ_in_one_option():
+    from app.asr.whisper import WhisperASR
+
+    beams = {n: (lambda a: (a.beam_size, a.final_beam_size))(WhisperASR("unused", load_profile(n).stage("asr")))
+             for n in ("cpu-base", "cpu-base-greedy-final", "cpu-tiny")}
+    assert beams == {"cpu-base": (1, 2), "cpu-base-greedy-final": (1, 1), "cpu-tiny": (1, 1)}
+    hold = {n: PipelineTuning.from_profile(load_profile(n)).interruption.hold_speech
+            for n in ("cpu-base", "cpu-tiny", "cpu-base-no-hold")}
+    assert hold == {"cpu-base": True, "cpu-tiny": True, "cpu-base-no-hold": False}
+
+
 def test_default_profile_is_offline_and_speculative():
     p = load_profile("cpu-tiny")
     assert p.stage("llm")["speculative"]["method"] == "ngram"
