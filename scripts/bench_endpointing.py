@@ -1,16 +1,22 @@
 #!/usr/bin/env python
 """Endpointing benchmark (in the spirit of LiveKit's eot-bench): when does each strategy commit the turn?
 
-    flock /tmp/team/engines.lock .venv/bin/python scripts/bench_endpointing.py [--out reports/endpointing]
-        [--pauses 150,200,250] [--thresholds 0.3,0.5,0.7,0.9] [--caps 1.5,2.0] [--seed 0] [--tail-s 2.5]
+    .venv/bin/python scripts/bench_endpointing.py [--out reports/endpointing] [--placement words|gap]
+        [--pauses 150,200,250] [--thresholds 0.3,0.5,0.7,0.9] [--caps 1.5,2.0] [--fallbacks 500,700]
+        [--seed 0] [--tail-s 2.5]
 
-Utterances: the real recordings (tests/data/audio) and the synthesized questions (scripts/corpus, Piper), each
-streamed twice, 32 ms window by window through the real Silero VAD and our Endpointer (no real time):
+Utterances: the real recordings (tests/data/audio) and the synthesized questions (scripts/corpus, Piper),
+streamed 32 ms window by window through the real Silero VAD and our Endpointer (no real time):
 
 * **end**: the utterance, then ``--tail-s`` of silence (2.5 s by default, so that a 2 s cap always fits);
-* **paused**: the same with a pause of 300-800 ms (seeded) inserted mid-utterance at a gap between words (the
-  quietest 30 ms of a VAD dip at least 0.3 s / 20 % of the speech away from its start and end; failing that, the
-  quietest 30 ms of its middle half; 5 ms fades either side of the cut), then the same tail.
+* **paused**: the same with a pause of 300-800 ms (seeded) inserted mid-utterance, then the same tail (5 ms fades
+  either side of the cut). ``--placement words`` (the default): one paused stream per place **between two words**
+  (Whisper's word timings on the whole utterance, the profile's model; the quietest 10 ms near the words' meeting
+  point), each labelled ``open`` (the words before it end on "the", "and", "of", a number word...: where a speaker
+  hesitates) or ``other`` (after any other word: among them prefixes that are whole questions by themselves).
+  ``--placement gap`` (docs/BENCHMARKS.md §14): one paused stream per utterance, at the quietest 30 ms of a VAD dip
+  at least 0.3 s / 20 % of the speech away from its start and end, failing that of its middle half (on Piper's
+  speech that is often inside a word).
 
 Strategies (``app/bench/endpointing.py``): ``silence-500`` (today), ``silence-300``, and smart-turn v3.2 at
 every (pause S, threshold, cap): at S of silence it scores the audio so far (from 0.5 s before speech started,
@@ -18,20 +24,28 @@ as Pipecat feeds it), commits once p >= threshold (the call's measured compute t
 otherwise re-scores every 96 ms of further silence, and commits anyway at the cap. ``+trim`` variants (cap 1.5 s)
 score only the audio up to the last speech window, once per pause (the model sees no trailing silence); ``+once``
 variants (cap 1.5 s) score once per pause, with the silence so far, as Pipecat does. ``+cue`` variants (cap
-1.5 s; ``--no-cue`` leaves them out) also ask Whisper (tiny.en, the cut "audio" window the partials use) for the
-transcript so far when the pause starts, and hold the turn through that pause when it ends on "and", "the",
-"of", a number word, ... (``app.bench.endpointing.CONTINUATION_WORDS``); its compute time counts too.
+1.5 s; ``--no-cue`` leaves them out) also ask Whisper (the profile's model, the cut "audio" window the partials
+use) for the transcript so far when the pause starts, and hold the turn through that pause when it ends on "and",
+"the", "of", a number word, ... (``app.session.turn_cue.CONTINUATION_WORDS``, the session's own test); its
+compute time counts too. ``+cue@64`` variants ask for it at 64 ms of silence instead (``[vad]
+speculate_after_ms``: the reply the session holds at the pause transcribes then), and ``silence-500+cue@64 cap
+Ns`` is ``server_vad`` with ``[vad] hold_open_ms = N s`` as the session runs it (``--holds``).
+``+once+cue+thenF`` variants (``--fallbacks``) are the tiered rule: smart-turn once a pause and the cue; a pause
+the cue holds ends at the cap, one the model calls complete ends when both have answered, any other after F ms
+of silence.
 
 Per strategy and speech kind: mean and p95 delay on the true ends (commit - end of the last speech window),
-the share of paused streams committed inside the inserted pause (``cut@pause``), and the share of all streams
-committed before their end at some other gap (``early``). Writes ``<out>.json`` and ``<out>.png`` (delay
-against false cut-offs, one point per strategy).
+the share of paused streams committed inside the inserted pause (``cut@pause``; with ``--placement words`` also
+over the ``open`` and ``other`` places alone), and the share of all streams committed before their end at some
+other gap (``early``). Writes ``<out>.json`` and ``<out>.png`` (delay against false cut-offs, one point per
+strategy).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import sys
 import time
 from pathlib import Path
@@ -45,8 +59,8 @@ from app.audio.rates import ASR_RATE  # noqa: E402
 from app.audio.vad import WINDOW, SileroVAD  # noqa: E402
 from app.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
 from app.bench.endpointing import (  # noqa: E402
-    Outcome, Silence, SilenceCue, SmartTurnRule, Truth, classify, pause_point, simulate, speech_end_window, speech_heard_again_ms,
-    summarize, window_end_ms,
+    Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, classify, pause_point, simulate, speech_end_window,
+    speech_heard_again_ms, summarize, window_end_ms, word_boundaries,
 )
 from app.config import Settings  # noqa: E402
 from app.session.turn_detection import EAGERNESS  # noqa: E402
@@ -138,12 +152,13 @@ def plot(rows: list[dict], path: Path) -> None:
                 ax.scatter(x, y, marker="s", s=60, color="black" if r["kind"] == "silence" else "tab:purple")
             else:
                 color = {150: "tab:blue", 200: "tab:orange", 250: "tab:green"}.get(r["pause_ms"], "tab:red")
-                marker = ("*" if r["kind"].endswith("+cue") else "D" if r["kind"].endswith("+trim")
-                          else "P" if r["kind"].endswith("+once") else "o" if r["cap_ms"] < 2000 else "^")
+                kind = r["kind"]
+                marker = ("X" if "+then" in kind else "*" if "+cue" in kind else "D" if kind.endswith("+trim")
+                          else "P" if kind.endswith("+once") else "o" if r["cap_ms"] < 2000 else "^")
                 ax.scatter(x, y, marker=marker, s=70 if marker == "*" else 40, color=color)
             ax.annotate(r["label"], (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
-        n = next(r["n_end"] for r in rows if r["group"] == group)
-        ax.set_title(f"{group} speech ({n} utterances, each ending normally and with an inserted pause)", fontsize=9)
+        n, k = next((r["n_end"], r["n_paused"]) for r in rows if r["group"] == group)
+        ax.set_title(f"{group} speech ({n} utterances ending normally; {k} streams with a pause inserted)", fontsize=9)
         ax.set_xlim(left=-2)
         ax.set_ylim(bottom=0)
         ax.set_xlabel("false cut-offs on inserted mid-utterance pauses (%)")
@@ -151,10 +166,17 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
     fig.suptitle("Endpointing: silence rules (black squares; +cue purple) vs smart-turn v3.2 (first score at "
                  "150/200/250 ms blue/orange/green;\ncap 1.5 s circles, 2 s triangles, +once plus signs, +trim "
-                 "diamonds, +cue stars); target: grey corner", fontsize=9)
+                 "diamonds, +cue stars, +then crosses); target: grey corner", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
+
+
+def timed_words(asr: object, audio: np.ndarray) -> list[Word]:
+    """Whisper's words of the whole utterance with their times (five beams, word timestamps)."""
+    segments, _ = asr.model.transcribe(audio, language="en", beam_size=5, word_timestamps=True,
+                                       condition_on_previous_text=False, vad_filter=False)
+    return [Word(w.word.strip(), w.start, w.end) for seg in segments for w in (seg.words or [])]
 
 
 def main(args: argparse.Namespace) -> int:
@@ -163,13 +185,14 @@ def main(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env()
     profile = load_profile(settings.profile)
-    models = prepare(profile, settings.models_dir, stages=("vad", "turn") + (() if args.no_cue else ("asr",)))
+    need_asr = not args.no_cue or args.placement == "words"
+    models = prepare(profile, settings.models_dir, stages=("vad", "turn") + (("asr",) if need_asr else ()))
     threshold = float(profile.stage("vad").get("threshold", 0.5))
     vad = SileroVAD.load_session(models["vad"]["model"], threads=1)
     engine = SmartTurn(models["turn"]["model"], dict(profile.stage("turn"), intra_op_threads=args.threads))
     engine.load()
     asr = None
-    if not args.no_cue:
+    if need_asr:
         asr = WhisperASR(models["asr"]["model"], dict(profile.stage("asr"), cpu_threads=1, full_window_cpu_threads=1))
         asr.load()
 
@@ -180,9 +203,19 @@ def main(args: argparse.Namespace) -> int:
     # semantic_vad as the session runs it (app/session/turn_detection.py): asked once a pause, then the cap
     shipped = {e: SmartTurnRule(t.ask_after_ms, t.threshold, t.cap_ms, once=True) for e, t in EAGERNESS.items()}
     strategies += [s for s in dict.fromkeys(shipped.values()) if s not in strategies]
+    strategies += [SmartTurnRule(s, t, 1500, once=True, fallback_ms=f)
+                   for s in args.pauses for t in args.thresholds for f in args.fallbacks]
     if not args.no_cue:
         strategies += [SilenceCue(300, 1500)]
         strategies += [SmartTurnRule(s, t, 1500, cue=True) for s in args.pauses for t in args.thresholds]
+        # the cue as the session takes it: the held reply's transcript, asked for at [vad] speculate_after_ms
+        ahead = int(profile.stage("vad").get("speculate_after_ms", 64)) or 64
+        strategies += [SmartTurnRule(s, t, 1500, once=True, cue=True, fallback_ms=f, cue_after_ms=ahead)
+                       for s in args.pauses for t in args.thresholds for f in args.fallbacks]
+        # server_vad with [vad] hold_open_ms, and semantic_vad's shipped timings with it, as the session runs them
+        strategies += [SilenceCue(500, h, cue_after_ms=ahead) for h in args.holds]
+        strategies += [SilenceCue(300, h, cue_after_ms=ahead) for h in args.holds]
+        strategies += [replace(rule, cue=True, cue_after_ms=ahead) for rule in dict.fromkeys(shipped.values())]
     utts = real_recordings() + synthesize_corpus(settings.home / "corpus")
     rng = np.random.default_rng(args.seed)
     tail = np.zeros(int(args.tail_s * ASR_RATE), dtype=np.float32)
@@ -192,29 +225,42 @@ def main(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     for u in utts:
         audio = load_audio(str(u.path))
-        at, how = pause_point(audio, vad_probs(vad, audio, threshold), threshold=threshold)
-        pause = int(rng.uniform(0.3, 0.8) * ASR_RATE)
-        for variant, stream in (("end", np.concatenate([audio, tail])),
-                                ("paused", np.concatenate([with_pause(audio, at, pause), tail]))):
+        if args.placement == "words":  # every place between two words: (sample, open|other, the words before)
+            places = [(b.sample, b.kind, b.prefix) for b in word_boundaries(audio, timed_words(asr, audio))]
+        else:
+            at, how = pause_point(audio, vad_probs(vad, audio, threshold), threshold=threshold)
+            places = [(at, how, None)]
+        variants = [("end", np.concatenate([audio, tail]), None)]
+        for at, kind, prefix in places:
+            pause = int(rng.uniform(0.3, 0.8) * ASR_RATE)
+            variants.append(("paused", np.concatenate([with_pause(audio, at, pause), tail]), (at, pause, kind, prefix)))
+        for variant, stream, place in variants:
             probs = vad_probs(vad, stream, threshold)
             end = window_end_ms(speech_end_window(probs, threshold))
-            truth = Truth(end, (at / ASR_RATE * 1000, speech_heard_again_ms(probs, at + pause, threshold=threshold))
-                          if variant == "paused" else None)
+            truth = Truth(end, None if place is None else
+                          (place[0] / ASR_RATE * 1000, speech_heard_again_ms(probs, place[0] + place[1],
+                                                                               threshold=threshold)))
             scores = Scores(engine, stream, compute_log)
-            texts = Transcripts(asr, stream, asr_log) if asr is not None else None
+            texts = Transcripts(asr, stream, asr_log) if not args.no_cue else None
             commits = {s.name: simulate(s, probs, scores, texts, threshold=threshold) for s in strategies}
             outcomes = {name: classify(c, truth) for name, c in commits.items()}
             streams.append({
                 "id": u.id, "group": u.kind, "variant": variant, "seconds": round(stream.size / ASR_RATE, 3),
-                "speech_end_ms": end, "pause": truth.pause, "pause_ms": round(pause / ASR_RATE * 1000) if variant == "paused" else None,
-                "pause_found_by": how if variant == "paused" else None,
+                "speech_end_ms": end, "pause": truth.pause,
+                "pause_ms": round(place[1] / ASR_RATE * 1000) if place else None,
+                "pause_found_by": place[2] if place and args.placement == "gap" else None,
+                "place": place[2] if place and args.placement == "words" else None,
+                "prefix": place[3] if place else None,
                 "scores": sorted([w, round(p, 4)] for (_, w), (p, _) in scores.cache.items()),
                 "transcripts": sorted([w, t] for (_, w), (t, _) in texts.cache.items()) if texts else [],
                 "outcomes": {n: {"kind": o.kind, "delay_ms": o.delay_ms,
                                  "by": commits[n].by if commits[n] else None} for n, o in outcomes.items()},
             })
-        print(f"  {u.kind:<9} {u.id:<12} pause {pause / 16:4.0f} ms at {at / ASR_RATE:5.2f} s ({how}); "
-              f"{len(compute_log)} smart-turn calls so far", flush=True)
+        kinds = [k for _, k, _ in places]
+        print(f"  {u.kind:<9} {u.id:<12} {len(places)} pause(s): "
+              + (f"{kinds.count('open')} open, {kinds.count('other')} other" if args.placement == "words"
+                 else f"{places[0][0] / ASR_RATE:.2f} s ({places[0][1]})")
+              + f"; {len(compute_log)} smart-turn calls so far", flush=True)
     run_s = time.perf_counter() - t_start
 
     rows = []
@@ -224,10 +270,15 @@ def main(args: argparse.Namespace) -> int:
             outs = {v: [Outcome(x["outcomes"][s.name]["kind"], x["outcomes"][s.name]["delay_ms"])
                         for x in mine if x["variant"] == v] for v in ("end", "paused")}
             row = {"strategy": s.name, "group": group, **summarize(outs["end"], outs["paused"])}
+            for place in ("open", "other"):  # --placement words: the cut-offs at each kind of place alone
+                at = [Outcome(x["outcomes"][s.name]["kind"]) for x in mine if x["place"] == place]
+                row[f"n_{place}"] = len(at)
+                row[f"cut_{place}_rate"] = sum(o.kind == "cut_pause" for o in at) / len(at) if at else None
             if isinstance(s, Silence):
                 row.update(kind="silence", label=s.name)
             elif isinstance(s, SilenceCue):
-                row.update(kind="silence+cue", label=f"{s.silence_ms}+cue", cap_ms=s.cap_ms)
+                at = "" if s.cue_after_ms is None else f"@{s.cue_after_ms}"
+                row.update(kind="silence+cue", label=f"{s.silence_ms}+cue{at}/{s.cap_ms / 1000:g}", cap_ms=s.cap_ms)
             else:
                 extra = s.extra
                 row.update(kind="smart-turn" + extra, pause_ms=s.pause_ms, threshold=s.threshold,
@@ -244,16 +295,21 @@ def main(args: argparse.Namespace) -> int:
     if asr_log:
         print(f"whisper transcript for the cue: {len(asr_log)} calls, p50 {np.percentile(asr_log, 50):.1f}, "
               f"p95 {np.percentile(asr_log, 95):.1f} ms")
-    n_real = sum(1 for x in streams if x["group"] == "real") // 2
-    n_syn = sum(1 for x in streams if x["group"] == "synthetic") // 2
-    print(f"utterances: {n_real} real, {n_syn} synthetic (each: end + paused)\n")
-    head = f"{'strategy':<44}{'speech':<11}{'mean ms':>8}{'p95 ms':>8}{'cut@pause':>10}{'early':>7}{'missed':>7}  target"
+    for group in ("real", "synthetic"):
+        mine = [x for x in streams if x["group"] == group]
+        places = [x["place"] or x["pause_found_by"] for x in mine if x["variant"] == "paused"]
+        print(f"{group}: {sum(x['variant'] == 'end' for x in mine)} utterances, {len(places)} paused streams"
+              + (f" ({places.count('open')} open, {places.count('other')} other)" if args.placement == "words" else ""))
+    print()
+    head = (f"{'strategy':<48}{'speech':<11}{'mean ms':>8}{'p95 ms':>8}{'cut@pause':>10}{'@open':>7}{'@other':>7}"
+            f"{'early':>7}{'missed':>7}  target")
     print(head)
     print("-" * len(head))
     fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     for r in rows:
-        print(f"{r['strategy']:<44}{r['group']:<11}{fmt(r['mean_delay_ms'], '8.0f'):>8}{fmt(r['p95_delay_ms'], '8.0f'):>8}"
-              f"{fmt(r['cut_pause_rate'], '.1%'):>10}{fmt(r['early_rate'], '.1%'):>7}{r['missed']:>7}  "
+        print(f"{r['strategy']:<48}{r['group']:<11}{fmt(r['mean_delay_ms'], '8.0f'):>8}{fmt(r['p95_delay_ms'], '8.0f'):>8}"
+              f"{fmt(r['cut_pause_rate'], '.1%'):>10}{fmt(r['cut_open_rate'], '.0%'):>7}"
+              f"{fmt(r['cut_other_rate'], '.0%'):>7}{fmt(r['early_rate'], '.1%'):>7}{r['missed']:>7}  "
               f"{'yes' if r['meets_target'] else ''}")
 
     print("\nsemantic_vad as shipped (app/session/turn_detection.py EAGERNESS):")
@@ -266,6 +322,7 @@ def main(args: argparse.Namespace) -> int:
     out_json.parent.mkdir(parents=True, exist_ok=True)
     result = {
         "command": " ".join(sys.argv), "seed": args.seed, "tail_s": args.tail_s, "vad_threshold": threshold,
+        "placement": args.placement,
         "target": {"cut_pause_rate_max": TARGET_CUT, "mean_delay_ms_max": TARGET_DELAY_MS},
         "smart_turn": {"model": str(models["turn"]["model"]), "threads": args.threads, "cost_50_calls": cost,
                        "run_calls": len(compute_log), "run_p50_ms": float(np.percentile(compute_log, 50)),
@@ -289,6 +346,12 @@ if __name__ == "__main__":
                    help="ms of silence before smart-turn first scores")
     p.add_argument("--thresholds", type=floats, default=[0.3, 0.5, 0.7, 0.9])
     p.add_argument("--caps", type=floats, default=[1.5, 2.0], help="s of silence that commit anyway")
+    p.add_argument("--holds", type=lambda s: [int(x) for x in s.split(",")], default=[1000, 1500, 2000],
+                   help="ms of silence that end a pause whose words end open ([vad] hold_open_ms)")
+    p.add_argument("--fallbacks", type=lambda s: [int(x) for x in s.split(",")], default=[500, 700],
+                   help="ms of silence that commit a pause smart-turn called incomplete (the tiered rules)")
+    p.add_argument("--placement", choices=("words", "gap"), default="words",
+                   help="where the mid-utterance pause goes: every place between two words, or one VAD gap (§14)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tail-s", type=float, default=2.5, help="silence after each utterance (s)")
     p.add_argument("--threads", type=int, default=1, help="smart-turn onnxruntime threads")

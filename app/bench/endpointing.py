@@ -9,11 +9,20 @@ commit against what the audio really was (``scripts/bench_endpointing.py`` runs 
   and ``cap_ms`` of silence commits anyway. Speech resuming before a result is ready makes it stale.
   ``trim=True`` scores the audio only up to the last speech window (without the silence heard since), once per
   pause, since that audio does not change while the silence lasts; ``once=True`` scores once a pause with the
-  silence so far (as Pipecat does: a turn it calls incomplete ends only at the cap).
+  silence so far (as Pipecat does: a turn it calls incomplete ends only at the cap). ``fallback_ms``: once the
+  model has called the pause incomplete, ``fallback_ms`` of silence commits it (not only the cap) - unless the
+  transcript cue holds the pause, which then ends only at the cap.
 
 Transcript cue (``cue=True``, ``SilenceCue``): when the pause starts, Whisper transcribes the audio so far (on
 its own engine, in parallel with smart-turn; its compute time counts); a transcript that ends on a word that
-cannot end a question (``and``, ``the``, ``of``, a number word, ...) vetoes every commit of that pause but the cap.
+cannot end a question (``and``, ``the``, ``of``, a number word, ...: ``app/session/turn_cue.py``, the session's own
+test) vetoes every commit of that pause but the cap.
+
+Where a pause goes (``word_boundaries``): between two words of the utterance as Whisper timed them, at the quietest
+10 ms near their meeting point. A boundary is ``"open"`` when the words before it end on one a turn does not end on
+(``ends_open``: "the | filter", "and | then", a number still being read): where a speaker hesitates; every other
+boundary is ``"other"`` - among them prefixes that are whole questions by themselves ("How long does it take? | to
+get my refund"), which no detector that only hears the past can tell from a finished turn.
 
 A stream's truth is when its speech really ended and, for a stream with a pause inserted mid-utterance, that
 pause. The first commit is the decision: before the end it is a false cut-off (``cut_pause`` inside the
@@ -28,31 +37,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.audio.endpointing import WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
+from app.session.turn_cue import ends_open
 
 #: score(start_window, window) -> (probability the turn is complete, compute ms): the audio from the start of
 #: speech (the caller adds its pre-roll) to the end of ``window``.
 Scorer = Callable[[int, int], tuple[float, float]]
 #: transcribe(start_window, last_speech_window) -> (text, compute ms): the audio so far, as Whisper hears it.
 Transcriber = Callable[[int, int], tuple[str, float]]
-
-_NUMBERS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-            "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred "
-            "thousand million point")
-#: Words after which a turn is taken to go on (the brief's "and" / "the" / a number word, and their kin).
-CONTINUATION_WORDS = frozenset(
-    "and or but so because if the a an of to for with from in on at by about my your our their this that is "
-    "are was um uh".split() + _NUMBERS.split())
-
-
-def ends_open(text: str) -> bool:
-    """Whether a (partial) transcript ends on a word a turn does not end on; digits count as number words."""
-    words = [w.strip(".,?!;:\"'-").lower() for w in text.split()]
-    words = [w for w in words if w]
-    if not words:
-        return False
-    last = words[-1]
-    return last in CONTINUATION_WORDS or last.replace(",", "").replace(".", "").isdigit()
-
 
 @dataclass(frozen=True)
 class Silence:
@@ -65,14 +56,21 @@ class Silence:
 
 @dataclass(frozen=True)
 class SilenceCue:
-    """Commit after ``silence_ms`` of silence unless the transcript so far ends open; then at ``cap_ms``."""
+    """Commit after ``silence_ms`` of silence unless the transcript so far ends open; then at ``cap_ms``.
+
+    ``cue_after_ms`` None: the transcript is asked for at ``silence_ms`` and the commit waits for it (§14).
+    A number: it is asked for at that silence (the session's held reply, at ``[vad] speculate_after_ms``), and
+    at ``silence_ms`` the pause is held only if it is known by then and ends open - ``server_vad`` with
+    ``[vad] hold_open_ms = cap_ms``, as the session runs it."""
 
     silence_ms: int
     cap_ms: int
+    cue_after_ms: int | None = None
 
     @property
     def name(self) -> str:
-        return f"silence-{self.silence_ms}+cue cap {self.cap_ms / 1000:g}s"
+        at = "" if self.cue_after_ms is None else f"@{self.cue_after_ms}"
+        return f"silence-{self.silence_ms}+cue{at} cap {self.cap_ms / 1000:g}s"
 
 
 @dataclass(frozen=True)
@@ -84,10 +82,14 @@ class SmartTurnRule:
     cue: bool = False
     trim: bool = False  # score the audio up to the last speech window only (once a pause: it does not change)
     once: bool = False  # score once a pause (Pipecat's way: then only the cap ends the turn)
+    fallback_ms: int | None = None  # silence that commits a pause the model called incomplete (None: the cap)
+    cue_after_ms: int | None = None  # silence at which the cue's transcript is asked for (None: at pause_ms)
 
     @property
     def extra(self) -> str:
-        return ("+trim" if self.trim else "") + ("+once" if self.once else "") + ("+cue" if self.cue else "")
+        cue = "" if not self.cue else "+cue" if self.cue_after_ms is None else f"+cue@{self.cue_after_ms}"
+        return ("+trim" if self.trim else "") + ("+once" if self.once else "") + cue \
+            + (f"+then{self.fallback_ms}" if self.fallback_ms is not None else "")
 
     @property
     def name(self) -> str:
@@ -101,7 +103,7 @@ Strategy = Silence | SilenceCue | SmartTurnRule
 class Commit:
     time_ms: float  # when the decision is made (the end of a window, plus the model's compute if it decided)
     window: int  # the window being processed (or whose score decided)
-    by: str  # "silence" | "model" | "cap"
+    by: str  # "silence" | "model" | "fallback" | "cap"
     probability: float | None = None
 
 
@@ -138,10 +140,15 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
         raise ValueError(f"{strategy.name} needs a transcriber")
     pause_ms = strategy.silence_ms if isinstance(strategy, SilenceCue) else strategy.pause_ms
     ep = Endpointer(threshold, strategy.cap_ms, pause_ms=pause_ms)
+    # the silence (windows) at which the cue's transcript is asked for: at the pause, or sooner (the held reply's)
+    cue_windows = None if not uses_cue or strategy.cue_after_ms is None else \
+        max(1, round(strategy.cue_after_ms / WINDOW_MS))
+    known_only = isinstance(strategy, SilenceCue) and cue_windows is not None  # a cue not known yet holds nothing
     start = -1
     paused = False
     next_score_ms = 0.0
     scored_this_pause = False
+    declined = False  # the model called this pause incomplete (a ``fallback_ms`` rule then waits that long)
     pending: tuple[float, float, int] | None = None  # (ready at ms, probability, window scored)
     cue: tuple[float, bool] | None = None  # this pause's transcript: (ready at ms, ends open)
 
@@ -150,6 +157,8 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
         if cue is None:
             return Commit(ready_ms, window, by, prob)
         cue_ready, vetoed = cue
+        if known_only and cue_ready > ready_ms:
+            return Commit(ready_ms, window, by, prob)
         return None if vetoed else Commit(max(ready_ms, cue_ready), window, by, prob)
 
     for i, p in enumerate(probs):
@@ -159,20 +168,31 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
             pending = None
             if prob >= strategy.threshold and (commit := decide(ready, scored, "model", prob)) is not None:
                 return commit
+            declined = declined or prob < strategy.threshold
         decision = ep.push(p, i)
         if isinstance(decision, SpeechStarted):
             start = decision.window
         elif isinstance(decision, SpeechStopped):
             return Commit(now, i, "cap")
         elif isinstance(decision, SpeechResumed):
-            paused, pending, cue = False, None, None
+            paused, pending, cue, declined = False, None, None, False
         elif isinstance(decision, SpeechPaused):
-            paused, next_score_ms, scored_this_pause = True, now, False
-            if uses_cue:
+            paused, next_score_ms, scored_this_pause, declined = True, now, False, False
+            if uses_cue and cue_windows is None:
                 text, asr_ms = transcribe(start, decision.window)
                 cue = (now + asr_ms, ends_open(text))
+        if ep.speaking and ep.silence_run == 0:
+            cue = None  # speech again, even after a gap too short to be a pause: a later one asks anew
+        if cue_windows is not None and cue is None and ep.silence_run == cue_windows:
+            text, asr_ms = transcribe(start, ep.last_speech_window)
+            cue = (now + asr_ms, ends_open(text))
+        if isinstance(decision, SpeechPaused):
             if not uses_model and (commit := decide(now, i, "silence", None)) is not None:
                 return commit
+        if (uses_model and declined and strategy.fallback_ms is not None
+                and ep.silence_run * WINDOW_MS >= strategy.fallback_ms
+                and (commit := decide(now, i, "fallback", None)) is not None):
+            return commit
         if (uses_model and paused and pending is None and now >= next_score_ms and not (cue and cue[1])
                 and not ((strategy.trim or strategy.once) and scored_this_pause)):
             prob, compute_ms = score(start, ep.last_speech_window if strategy.trim else i)
@@ -211,6 +231,49 @@ def summarize(ends: Sequence[Outcome], paused: Sequence[Outcome]) -> dict[str, f
         "early_rate": sum(o.kind == "early" for o in every) / len(every) if every else None,
         "missed": sum(o.kind == "missed" for o in every),
     }
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """A place between two words of an utterance where a pause can be inserted."""
+
+    sample: int  # where the pause goes
+    after: int  # the index of the word before it
+    prefix: str  # the words before it
+
+    @property
+    def kind(self) -> str:
+        """``"open"``: the words before it end on one no turn ends on (a hesitation); ``"other"``: any other."""
+        return "open" if ends_open(self.prefix) else "other"
+
+
+def word_boundaries(audio: np.ndarray, words: Sequence[Word], *, rate: int = 16_000,
+                    slack_s: float = 0.04) -> list[Boundary]:
+    """Every place between two consecutive ``words`` (as Whisper timed them on ``audio``): the quietest 10 ms
+    (5 ms hop) from ``slack_s`` before the first word's end to ``slack_s`` after the next word's start, kept
+    inside the two words' second and first halves (Whisper's word times are ~20 ms steps and may overlap)."""
+    frame, hop = int(0.01 * rate), int(0.005 * rate)
+    out = []
+    for k in range(len(words) - 1):
+        a, b = words[k], words[k + 1]
+        lo = max((a.start_s + a.end_s) / 2, a.end_s - slack_s)
+        hi = min((b.start_s + b.end_s) / 2, b.start_s + slack_s)
+        lo_i = max(0, int(lo * rate))
+        hi_i = min(audio.size - frame, max(lo_i, int(hi * rate) - frame))
+        starts = np.arange(lo_i, hi_i + 1, hop)
+        if starts.size == 0:
+            continue
+        energy = [float(np.mean(audio[s : s + frame] ** 2)) for s in starts]
+        at = int(starts[int(np.argmin(energy))]) + frame // 2
+        out.append(Boundary(at, k, " ".join(w.text.strip() for w in words[: k + 1])))
+    return out
 
 
 def speech_end_window(probs: Sequence[float], threshold: float = 0.5) -> int:

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from app.bench.endpointing import (
-    Commit, Outcome, Silence, SilenceCue, SmartTurnRule, Truth, classify, ends_open, pause_point, simulate,
-    speech_end_window, speech_heard_again_ms, summarize,
+    Boundary, Commit, Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, classify, ends_open, pause_point,
+    simulate, speech_end_window, speech_heard_again_ms, summarize, word_boundaries,
 )
 
 # 10 quiet windows, speech 10-29, an inserted pause 30-39 (320 ms), speech 40-59, then 80 quiet windows
@@ -169,3 +169,54 @@ def test_pause_point_falls_back_to_the_quietest_spot_of_the_middle_half():
     assert how == "middle" and 35 * w <= at < 36 * w
     with pytest.raises(ValueError):
         pause_point(audio, [0.0] * 60)
+
+
+def test_fallback_commits_a_pause_the_model_called_incomplete_at_its_silence():
+    model = FakeModel(0.1, compute_ms=20.0)
+    rule = SmartTurnRule(160, 0.5, 1500, once=True, fallback_ms=384)  # 12 windows
+    c = simulate(rule, PROBS, model)  # the inserted pause (10 windows) is shorter: it goes on
+    assert c.by == "fallback" and c.window == 71, "12 quiet windows after the last speech (59)"
+    assert classify(c, PAUSED) == Outcome("end", 12 * 32.0)
+    assert "+then384" in rule.name
+    longer = [0.0] * 10 + [0.9] * 20 + [0.0] * 14 + [0.9] * 20 + [0.0] * 80
+    assert simulate(rule, longer, FakeModel(0.1)).window == 41, "a 14-window pause is cut at its 12th"
+    assert simulate(rule, longer, FakeModel(0.9)).by == "model", "a 'complete' commits at once"
+
+
+def test_a_cue_that_holds_the_pause_keeps_the_fallback_from_committing():
+    longer = [0.0] * 10 + [0.9] * 20 + [0.0] * 14 + [0.9] * 20 + [0.0] * 80
+    c = simulate(SmartTurnRule(160, 0.5, 1500, once=True, cue=True, fallback_ms=384), longer, FakeModel(0.1),
+                 FakeASR())
+    assert c.by == "fallback" and c.window == 63 + 12, "held through the open pause, committed after the end"
+
+
+def test_word_boundaries_sit_in_the_quiet_between_two_words():
+    rate = 16_000
+    audio = np.concatenate([_tone(8000), np.zeros(800, dtype=np.float32), _tone(8000), _tone(8000)])
+    words = [Word("how", 0.0, 0.5), Word("far", 0.55, 1.05), Word("the", 1.05, 1.55)]
+    places = word_boundaries(audio, words, rate=rate)
+    assert [b.after for b in places] == [0, 1]
+    assert 8000 <= places[0].sample <= 8800, "inside the 50 ms of silence between 'how' and 'far'"
+    assert places[0].prefix == "how" and places[0].kind == "other"
+    assert places[1].prefix == "how far" and abs(places[1].sample - 16800) <= 0.04 * rate
+    assert Boundary(0, 0, "how far from the").kind == "open"
+
+
+def test_the_sessions_cue_is_asked_for_early_and_holds_only_when_known_by_the_silence():
+    asr = FakeASR(compute_ms=50.0)
+    rule = SilenceCue(300, 1500, cue_after_ms=64)  # the held reply's transcript, at 2 windows of silence
+    c = simulate(rule, PROBS, transcribe=asr)
+    assert asr.calls == [(10, 29), (10, 59)]
+    assert c == Commit(69 * 32.0, 68, "silence"), "the end's words are known by 300 ms: no wait for them"
+    assert classify(c, PAUSED) == Outcome("end", 9 * 32.0) and "+cue@64" in rule.name
+    slow = simulate(rule, PROBS, transcribe=FakeASR(compute_ms=400.0))  # known only after the silence
+    assert classify(slow, PAUSED) == Outcome("cut_pause"), "a transcript not known by then holds nothing"
+
+
+def test_a_gap_too_short_to_be_a_pause_leaves_no_stale_cue():
+    # speech, a 4-window gap (an early cue, but no pause for a 300 ms rule), speech, then the end
+    probs = [0.0] * 10 + [0.9] * 20 + [0.0] * 4 + [0.9] * 20 + [0.0] * 80
+    asr = FakeASR()  # "how far from the" (open) for the gap, "...wall?" at the end
+    c = simulate(SilenceCue(300, 1500, cue_after_ms=64), probs, transcribe=asr)
+    assert asr.calls == [(10, 29), (10, 53)]
+    assert c.by == "silence" and c.window == 53 + 9, "the end's own words decide, not the gap's"
