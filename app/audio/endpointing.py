@@ -1,7 +1,9 @@
 """Endpointing (sans-I/O): VAD probabilities per 32 ms window in, speech start/stop decisions out.
 
 Speech starts after ``min_speech_windows`` consecutive windows at or above ``threshold``; it stops
-once ``silence_ms`` of windows stay below ``threshold - 0.15`` (Silero's recommended hysteresis).
+once ``silence_ms`` of windows stay below ``threshold - 0.15`` (Silero's recommended hysteresis). A stop can be
+taken back at once with ``hold(ms)``: the same pause then ends the speech only after ``ms`` of silence (the caller's
+words so far end open, ``app/session/turn_cue.py``), or speech resumes it.
 """
 
 from __future__ import annotations
@@ -49,7 +51,25 @@ class Endpointer:
         self.speaking = False
         self._run = 0  # consecutive speech windows while not speaking
         self._silence = 0
+        self._hold_windows: int | None = None  # this pause's longer limit (``hold``), until speech resumes
         self.last_speech_window = -1
+
+    @property
+    def holding(self) -> bool:
+        """The current pause was held (``hold``): it ends at its longer limit, or speech resumes it."""
+        return self.speaking and self._hold_windows is not None
+
+    def hold(self, silence_ms: int) -> bool:
+        """Take back the ``SpeechStopped`` just returned: this pause ends the speech only after ``silence_ms`` of
+        silence in all. False, and nothing changes, when the speech did not just stop, this pause was held
+        already, or ``silence_ms`` is no longer than the silence heard."""
+        windows = round(silence_ms / WINDOW_MS)
+        if self.speaking or self._run != 0 or self._hold_windows is not None or self._silence < self.silence_windows \
+                or windows <= self._silence:
+            return False
+        self.speaking = True
+        self._hold_windows = windows
+        return True
 
     @property
     def silence_run(self) -> int:
@@ -63,6 +83,7 @@ class Endpointer:
             return None
         self.speaking = False
         self._run = 0
+        self._hold_windows = None
         return SpeechStopped(self.last_speech_window)
 
     def push(self, prob: float, index: int) -> SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | None:
@@ -73,16 +94,18 @@ class Endpointer:
             if self._run >= self.min_speech_windows:
                 self.speaking = True
                 self._silence = 0
+                self._hold_windows = None
                 self.last_speech_window = self.index
                 return SpeechStarted(self.index - self._run + 1)
             return None
         if prob >= self.neg_threshold:
             was_paused = self._silence >= self.pause_windows
             self._silence = 0
+            self._hold_windows = None
             self.last_speech_window = self.index
             return SpeechResumed(self.index) if was_paused else None
         self._silence += 1
-        if self._silence >= self.silence_windows:
+        if self._silence >= (self._hold_windows or self.silence_windows):
             self.speaking = False
             self._run = 0
             return SpeechStopped(self.last_speech_window)

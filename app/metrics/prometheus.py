@@ -29,6 +29,9 @@ SPECULATIVE = Counter("sub250_speculative_replies_total",
                       "Replies prepared at the first pause: started, adopted at the commit, discarded", ["outcome"])
 END_OF_TURN_MS = Histogram("sub250_end_of_turn_ms", "semantic_vad: one call of the end-of-turn model (ms, on its "
                            "thread)", buckets=(10, 20, 30, 40, 50, 60, 80, 100, 150, 200, 400))
+PAUSES_HELD_OPEN = Counter("sub250_pauses_held_open_total",
+                           "Pauses whose words ended open (\"...from the\"), held past the turn detection's own "
+                           "silence ([vad] hold_open_ms)")
 INTERRUPTIONS = Counter("sub250_interruptions_total",
                         "Speech over a live reply, by verdict: confirmed (words: the reply was cancelled) or "
                         "false (no words: the reply resumed)", ["verdict"])

@@ -240,10 +240,12 @@ class RealtimeClient:
         return None
 
     async def send_wav(self, path: str, *, realtime: bool = True, speed: float = 1.0, chunk_ms: int = 20,
-                       silence_after_ms: int = 1000) -> int:
+                       silence_after_ms: int = 1500) -> int:
         """Stream a sound file (any rate; resampled to 24 kHz) in ``chunk_ms`` frames, paced like a
         microphone when ``realtime`` (``speed`` > 1 streams faster); then ``silence_after_ms`` of silence so
-        server VAD can end the turn. Returns perf_counter_ns of the last speech frame sent."""
+        server VAD can end the turn (1.5 s by default: a pause after words that end open, "...from the", ends
+        only after ``[vad] hold_open_ms``, 1 s in cpu-base). Returns perf_counter_ns of the last speech frame
+        sent."""
         import numpy as np
         import soundfile as sf
 

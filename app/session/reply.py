@@ -111,6 +111,11 @@ class Reply:
         self.cancel_reason = "client_cancelled"
         self.engine_request_id = f"{self.id}-{new_id('req')[-6:]}"
         self.task: asyncio.Task | None = None
+        #: The caller's words this reply answers, once transcribed (then ``transcribed`` is set); a text turn's at once.
+        self.question: str | None = None if audio is not None else turn.transcript
+        self.transcribed = asyncio.Event()
+        if self.question is not None:
+            self.transcribed.set()
         #: Generated text; what of it was written to the client; reply audio handed to / sent by the transport.
         self.text = ""
         self.text_sent = ""
@@ -254,7 +259,8 @@ class Reply:
         except stages.TranscriptionFailed as exc:
             self._say(ev.transcription_failed(turn.item_id, exc.message))
             raise
-        turn.transcript = text
+        turn.transcript = self.question = text
+        self.transcribed.set()
         # Held: the conversation gets it when the commit adopts the reply; the events go out in the same order.
         item = self.conversation.set_transcript(turn.item_id, text) if self.state is ReplyState.LIVE else \
             Item(turn.item_id, "user", "input_audio", text)

@@ -38,6 +38,7 @@ from app.session.speculation import Speculation
 from app.session.stats import SessionStats
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
+from app.session.turn_cue import ends_open
 from app.session.turn_detection import TurnDetector
 from app.tasks import TaskSet
 
@@ -190,7 +191,8 @@ class RealtimeSession:
                 case SpeechResumed():
                     self.speculation.speech_resumed()
                 case SpeechStopped(window=last):
-                    self._on_speech_stopped(last)
+                    if not self._hold_open():
+                        self._on_speech_stopped(last)
             if self._turn is not None and self._suspect is None and self.detector.ask_end_of_turn():
                 self.tasks.spawn(self._end_of_turn(self._turn, self.detector.last_speech_window))
         if self._suspect is not None:
@@ -336,6 +338,37 @@ class RealtimeSession:
                                                 held=True))
         self.stats.speculation_started()
 
+    def _held_reply(self, turn: UserTurn) -> Reply | None:
+        """The reply held at this pause of ``turn``: its ``question`` is the caller's words up to the pause."""
+        held = self.speculation.held
+        return held if held is not None and held.turn is turn and held.state is ReplyState.HELD else None
+
+    def _hold_open(self) -> bool:
+        """``server_vad`` stopped the speech: if the words so far end open (the held reply's transcript, when it
+        is known by now), take the stop back - this pause ends the turn after ``[vad] hold_open_ms``."""
+        turn, ms = self._turn, self.tuning.hold_open_ms
+        if not ms or turn is None or self._suspect is not None or self.detector.semantic is not None:
+            return False
+        held = self._held_reply(turn)
+        if held is None or held.question is None or not ends_open(held.question) or not self.detector.hold(ms):
+            return False
+        self.stats.pause_held_open()
+        log.info("session %s: the words end open (%r): the pause goes on to %d ms", self.config.id,
+                 held.question[-40:], ms)
+        return True
+
+    async def _words_end_open(self, turn: UserTurn, wait_ms: int) -> bool:
+        """``semantic_vad``: do the words of this pause end open? Waits (at most ``wait_ms``) for the held reply's
+        transcript; False without one."""
+        held = self._held_reply(turn)
+        if held is None:
+            return False
+        try:
+            await asyncio.wait_for(held.transcribed.wait(), wait_ms / 1000)
+        except TimeoutError:
+            return False
+        return held.question is not None and ends_open(held.question)
+
     async def _end_of_turn(self, turn: UserTurn, last_window: int) -> None:
         """``semantic_vad``: the caller paused; if the end-of-turn model calls the turn complete (and the caller
         is still silent), it ends now rather than at the cap."""
@@ -352,9 +385,20 @@ class RealtimeSession:
         self.stats.end_of_turn_scored(ms)
         timing = self.detector.semantic
         log.debug("session %s: end of turn p=%.2f (%.0f ms)", self.config.id, p, ms)
-        if (timing is None or p < timing.threshold or self._turn is not turn or not self.detector.speaking
-                or self.detector.last_speech_window != last_window):
+
+        def still_paused() -> bool:
+            return self._turn is turn and self.detector.speaking and self.detector.last_speech_window == last_window
+
+        if timing is None or p < timing.threshold or not still_paused():
             return  # not complete, or the caller spoke again meanwhile
+        if self.tuning.hold_open_ms and await self._words_end_open(turn, timing.cap_ms):
+            if still_paused():
+                self.stats.pause_held_open()
+                log.info("session %s: end of turn p=%.2f, but the words end open: the pause goes on to the cap",
+                         self.config.id, p)
+            return
+        if not still_paused():
+            return
         if (stopped := self.detector.end_now()) is not None:
             self._on_speech_stopped(stopped.window)
 

@@ -24,6 +24,8 @@ class SessionStats:
     false_interruptions: int = 0
     #: semantic_vad: calls of the end-of-turn model (its last probability is in the log).
     end_of_turn_calls: int = 0
+    #: Pauses whose words ended open ("...from the"), held past the turn detection's own silence.
+    pauses_held_open: int = 0
 
     def speculation_started(self) -> None:
         self.speculative_started += 1
@@ -43,6 +45,10 @@ class SessionStats:
         else:
             self.false_interruptions += 1
         prometheus.INTERRUPTIONS.labels(verdict="confirmed" if confirmed else "false").inc()
+
+    def pause_held_open(self) -> None:
+        self.pauses_held_open += 1
+        prometheus.PAUSES_HELD_OPEN.inc()
 
     def end_of_turn_scored(self, ms: float) -> None:
         self.end_of_turn_calls += 1

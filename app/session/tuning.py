@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from app.answer.policy import AnswerPolicy
+from app.errors import ConfigError
 from app.profiles import Profile
 from app.session.interruption import InterruptionOptions
 from app.tools.policy import ToolPolicy
@@ -20,6 +21,11 @@ class PipelineTuning:
     served_name: str = "sub250"
     #: Silence after speech that starts the speculative reply (``[vad] speculate_after_ms``); 0: no speculation.
     speculate_after_ms: int = 64
+    #: Silence that ends a pause whose words so far end open ("...from the", "...and"; app/session/turn_cue.py)
+    #: instead of the turn detection's own (``[vad] hold_open_ms``); 0: off. The words are those of the reply
+    #: held at the pause, when they are known by the commit; with ``semantic_vad`` they also veto the
+    #: end-of-turn model's "complete" (the cap still ends the pause).
+    hold_open_ms: int = 0
     #: Partial transcripts while the caller speaks (``[asr] partials``), and the window they use.
     partials: bool = True
     partial_window: str = "audio"
@@ -42,6 +48,7 @@ class PipelineTuning:
         return cls(
             served_name=str(llm.get("served_name", d.served_name)),
             speculate_after_ms=int(vad.get("speculate_after_ms", d.speculate_after_ms)),
+            hold_open_ms=_hold_open_ms(vad.get("hold_open_ms", d.hold_open_ms)),
             partials=bool(asr.get("partials", d.partials)),
             partial_window=str(asr.get("partial_window", d.partial_window)),
             context_tokens=int(llm.get("context_tokens", d.context_tokens)),
@@ -51,3 +58,15 @@ class PipelineTuning:
             tools=ToolPolicy.from_stage(profile.stage("tools")),
             interruption=InterruptionOptions.from_stage(profile.stage("interruption")),
         )
+
+
+#: ``[vad] hold_open_ms`` at most (a minute of silence is no pause).
+MAX_HOLD_OPEN_MS = 60_000
+
+
+def _hold_open_ms(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_HOLD_OPEN_MS:
+        raise ConfigError(f"[vad] hold_open_ms = {value!r} is not a whole number of ms from 0 to {MAX_HOLD_OPEN_MS}",
+                          "0 commits every pause at the turn detection's own silence; 1500 holds a pause whose "
+                          "words end open (\"...from the\") until 1.5 s of silence")
+    return value

@@ -7,6 +7,9 @@ model (smart-turn, ``app/audio/smart_turn.py``) once a pause, after ``SemanticTi
 a probability of at least ``threshold`` that the turn is complete ends it then; otherwise only ``cap_ms`` of
 silence does. ``eagerness`` picks the timing (:data:`EAGERNESS`; measured in docs/BENCHMARKS.md §14 by
 ``scripts/bench_endpointing.py``, which runs these very timings).
+
+Either way the session may ``hold`` a pause whose words end open (``app/session/turn_cue.py``): the stop the
+endpointer just decided is taken back, and that pause ends the turn only after ``hold_open_ms`` of silence.
 """
 
 from __future__ import annotations
@@ -72,6 +75,16 @@ class TurnDetector:
         """``semantic_vad``: is this the window (once a pause) to ask the end-of-turn model?"""
         timing = self.semantic
         return timing is not None and self._endpointer.silence_run == timing.ask_after_windows
+
+    @property
+    def holding(self) -> bool:
+        """This pause was held (its words end open): it ends at the longer silence, or speech resumes it."""
+        return self._endpointer.holding
+
+    def hold(self, silence_ms: int) -> bool:
+        """Take back the ``SpeechStopped`` just returned: this pause ends after ``silence_ms`` of silence in all.
+        False when there was none to take back, or this pause was held already."""
+        return self._endpointer.hold(silence_ms)
 
     def end_now(self) -> SpeechStopped | None:
         """The end-of-turn model says the turn is complete: end the speech now."""
