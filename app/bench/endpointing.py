@@ -58,10 +58,9 @@ class Silence:
 class SilenceCue:
     """Commit after ``silence_ms`` of silence unless the transcript so far ends open; then at ``cap_ms``.
 
-    ``cue_after_ms`` None: the transcript is asked for at ``silence_ms`` and the commit waits for it (§14).
-    A number: it is asked for at that silence (the session's held reply, at ``[vad] speculate_after_ms``), and
-    at ``silence_ms`` the pause is held only if it is known by then and ends open - ``server_vad`` with
-    ``[vad] hold_open_ms = cap_ms``, as the session runs it."""
+    ``cue_after_ms`` None: the transcript is asked for at ``silence_ms`` (§14). A number: it is asked for at
+    that silence (the session's held reply, at ``[vad] speculate_after_ms``) - ``server_vad`` with ``[vad]
+    hold_open_ms = cap_ms``, as the session runs it. Either way a commit waits for a transcript not known yet."""
 
     silence_ms: int
     cap_ms: int
@@ -143,7 +142,6 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
     # the silence (windows) at which the cue's transcript is asked for: at the pause, or sooner (the held reply's)
     cue_windows = None if not uses_cue or strategy.cue_after_ms is None else \
         max(1, round(strategy.cue_after_ms / WINDOW_MS))
-    known_only = isinstance(strategy, SilenceCue) and cue_windows is not None  # a cue not known yet holds nothing
     start = -1
     paused = False
     next_score_ms = 0.0
@@ -157,8 +155,6 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
         if cue is None:
             return Commit(ready_ms, window, by, prob)
         cue_ready, vetoed = cue
-        if known_only and cue_ready > ready_ms:
-            return Commit(ready_ms, window, by, prob)
         return None if vetoed else Commit(max(ready_ms, cue_ready), window, by, prob)
 
     for i, p in enumerate(probs):

@@ -343,19 +343,44 @@ class RealtimeSession:
         held = self.speculation.held
         return held if held is not None and held.turn is turn and held.state is ReplyState.HELD else None
 
+    def _paused_at(self, turn: UserTurn, last_window: int) -> bool:
+        """The caller is still in the pause after ``last_window`` of ``turn`` (no speech since, no commit)."""
+        return self._turn is turn and self.detector.speaking and self.detector.last_speech_window == last_window
+
     def _hold_open(self) -> bool:
-        """``server_vad`` stopped the speech: if the words so far end open (the held reply's transcript, when it
-        is known by now), take the stop back - this pause ends the turn after ``[vad] hold_open_ms``."""
+        """``server_vad`` stopped the speech: if the words so far end open (the held reply's transcript), take the
+        stop back - this pause ends the turn after ``[vad] hold_open_ms``. Words still being transcribed (a busy
+        engine) hold the pause until they are known, at most as long."""
         turn, ms = self._turn, self.tuning.hold_open_ms
         if not ms or turn is None or self._suspect is not None or self.detector.semantic is not None:
             return False
         held = self._held_reply(turn)
-        if held is None or held.question is None or not ends_open(held.question) or not self.detector.hold(ms):
+        if held is None or (held.question is not None and not ends_open(held.question)) \
+                or not self.detector.hold(ms):
             return False
-        self.stats.pause_held_open()
-        log.info("session %s: the words end open (%r): the pause goes on to %d ms", self.config.id,
-                 held.question[-40:], ms)
+        if held.question is None:
+            self.tasks.spawn(self._settle_hold(turn, held, self.detector.last_speech_window, ms))
+        else:
+            self._held_open(held.question, ms)
         return True
+
+    async def _settle_hold(self, turn: UserTurn, held: Reply, last_window: int, wait_ms: int) -> None:
+        """A pause held while its words are transcribed: words that end open keep it held; any others end the
+        turn now (none by ``wait_ms``: the hold's own silence ends it)."""
+        try:
+            await asyncio.wait_for(held.transcribed.wait(), wait_ms / 1000)
+        except TimeoutError:
+            return
+        if not self._paused_at(turn, last_window) or not self.detector.holding:
+            return  # the caller spoke again, or the turn ended meanwhile
+        if held.question is not None and ends_open(held.question):
+            self._held_open(held.question, wait_ms)
+        elif (stopped := self.detector.end_now()) is not None:
+            self._on_speech_stopped(stopped.window)
+
+    def _held_open(self, words: str, ms: int) -> None:
+        self.stats.pause_held_open()
+        log.info("session %s: the words end open (%r): the pause goes on to %d ms", self.config.id, words[-40:], ms)
 
     async def _words_end_open(self, turn: UserTurn, wait_ms: int) -> bool:
         """``semantic_vad``: do the words of this pause end open? Waits (at most ``wait_ms``) for the held reply's
@@ -386,18 +411,15 @@ class RealtimeSession:
         timing = self.detector.semantic
         log.debug("session %s: end of turn p=%.2f (%.0f ms)", self.config.id, p, ms)
 
-        def still_paused() -> bool:
-            return self._turn is turn and self.detector.speaking and self.detector.last_speech_window == last_window
-
-        if timing is None or p < timing.threshold or not still_paused():
+        if timing is None or p < timing.threshold or not self._paused_at(turn, last_window):
             return  # not complete, or the caller spoke again meanwhile
         if self.tuning.hold_open_ms and await self._words_end_open(turn, timing.cap_ms):
-            if still_paused():
+            if self._paused_at(turn, last_window):
                 self.stats.pause_held_open()
                 log.info("session %s: end of turn p=%.2f, but the words end open: the pause goes on to the cap",
                          self.config.id, p)
             return
-        if not still_paused():
+        if not self._paused_at(turn, last_window):
             return
         if (stopped := self.detector.end_now()) is not None:
             self._on_speech_stopped(stopped.window)

@@ -23,8 +23,8 @@ class PipelineTuning:
     speculate_after_ms: int = 64
     #: Silence that ends a pause whose words so far end open ("...from the", "...and"; app/session/turn_cue.py)
     #: instead of the turn detection's own (``[vad] hold_open_ms``); 0: off. The words are those of the reply
-    #: held at the pause, when they are known by the commit; with ``semantic_vad`` they also veto the
-    #: end-of-turn model's "complete" (the cap still ends the pause).
+    #: held at the pause (a pause whose words are still being transcribed waits for them, at most as long);
+    #: with ``semantic_vad`` they also veto the end-of-turn model's "complete" (the cap still ends the pause).
     hold_open_ms: int = 0
     #: Partial transcripts while the caller speaks (``[asr] partials``), and the window they use.
     partials: bool = True

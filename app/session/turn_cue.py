@@ -20,10 +20,11 @@ CONTINUATION_WORDS = frozenset(
 
 
 def ends_open(text: str) -> bool:
-    """Whether a (partial) transcript ends on a word a turn does not end on; digits count as number words."""
+    """Whether a (partial) transcript ends on a word a turn does not end on; digits count as number words (Whisper
+    writes "four five" as "45", "4.5" or "4-5")."""
     words = [w.strip(".,?!;:\"'-").lower() for w in text.split()]
     words = [w for w in words if w]
     if not words:
         return False
     last = words[-1]
-    return last in CONTINUATION_WORDS or last.replace(",", "").replace(".", "").isdigit()
+    return last in CONTINUATION_WORDS or last.replace(",", "").replace(".", "").replace("-", "").isdigit()

@@ -74,16 +74,25 @@ async def test_the_caller_goes_on_and_the_next_pause_ends_at_the_usual_silence()
     assert session.stats.speculative_discarded == 1 and session.stats.pauses_held_open == 1
 
 
-async def test_a_transcript_not_known_by_the_silence_does_not_hold_the_turn():
+@pytest.mark.parametrize(("text", "held"), [(CLOSED, False), (OPEN, True)])
+async def test_words_not_yet_transcribed_hold_the_pause_until_they_are_known(text, held):
     import threading
 
     gate = threading.Event()
-    session, t, stack = _session([OPEN])
-    stack.asr.gate = gate
+    session, t, stack = _session([text])
+    stack.asr.gate = gate  # a busy engine: the held reply's words come after server_vad's 500 ms
     await feed(session, speech(0.8) + silence(0.6))
-    await wait_for(t, "input_audio_buffer.committed")
+    await wait_until(lambda: stack.asr.entered.is_set(), what="the held reply's transcription")
+    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
     gate.set()
-    assert session.stats.pauses_held_open == 0
+    if not held:  # words that may end a turn: committed as soon as they are known, no more silence needed
+        await wait_for(t, "input_audio_buffer.committed")
+        assert session.stats.pauses_held_open == 0
+        return
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the open words' hold")
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(1.0))  # 1.6 s in all: past the 1.5 s hold
+    await wait_for(t, "input_audio_buffer.committed")
 
 
 async def test_semantic_vad_open_words_veto_the_model_until_the_cap():
