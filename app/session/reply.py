@@ -111,7 +111,7 @@ class Reply:
         self.cancel_reason = "client_cancelled"
         self.engine_request_id = f"{self.id}-{new_id('req')[-6:]}"
         self.task: asyncio.Task | None = None
-        #: The caller's words this reply answers, once transcribed (then ``transcribed`` is set); a text turn's at once.
+        #: The caller's words this reply answers once transcribed (``transcribed`` is set then); a text turn's at once.
         self.question: str | None = None if audio is not None else turn.transcript
         self.transcribed = asyncio.Event()
         if self.question is not None:
