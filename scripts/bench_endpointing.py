@@ -45,9 +45,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

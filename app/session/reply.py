@@ -142,6 +142,15 @@ class Reply:
         self._answering = False
         self._waiting_rtt = False
 
+    async def words(self, timeout_s: float) -> str | None:
+        """The caller's words this reply answers, waiting at most ``timeout_s`` for their transcription; None when
+        they are not known by then."""
+        try:
+            await asyncio.wait_for(self.transcribed.wait(), timeout_s)
+        except TimeoutError:
+            return None
+        return self.question
+
     # --- lifecycle (the session calls these) ---------------------------------------------------------
 
     @property

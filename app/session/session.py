@@ -367,32 +367,17 @@ class RealtimeSession:
     async def _settle_hold(self, turn: UserTurn, held: Reply, last_window: int, wait_ms: int) -> None:
         """A pause held while its words are transcribed: words that end open keep it held; any others end the
         turn now (none by ``wait_ms``: the hold's own silence ends it)."""
-        try:
-            await asyncio.wait_for(held.transcribed.wait(), wait_ms / 1000)
-        except TimeoutError:
-            return
-        if not self._paused_at(turn, last_window) or not self.detector.holding:
+        words = await held.words(wait_ms / 1000)
+        if words is None or not self._paused_at(turn, last_window) or not self.detector.holding:
             return  # the caller spoke again, or the turn ended meanwhile
-        if held.question is not None and ends_open(held.question):
-            self._held_open(held.question, wait_ms)
+        if ends_open(words):
+            self._held_open(words, wait_ms)
         elif (stopped := self.detector.end_now()) is not None:
             self._on_speech_stopped(stopped.window)
 
     def _held_open(self, words: str, ms: int) -> None:
         self.stats.pause_held_open()
         log.info("session %s: the words end open (%r): the pause goes on to %d ms", self.config.id, words[-40:], ms)
-
-    async def _words_end_open(self, turn: UserTurn, wait_ms: int) -> bool:
-        """``semantic_vad``: do the words of this pause end open? Waits (at most ``wait_ms``) for the held reply's
-        transcript; False without one."""
-        held = self._held_reply(turn)
-        if held is None:
-            return False
-        try:
-            await asyncio.wait_for(held.transcribed.wait(), wait_ms / 1000)
-        except TimeoutError:
-            return False
-        return held.question is not None and ends_open(held.question)
 
     async def _end_of_turn(self, turn: UserTurn, last_window: int) -> None:
         """``semantic_vad``: the caller paused; if the end-of-turn model calls the turn complete (and the caller
@@ -413,11 +398,10 @@ class RealtimeSession:
 
         if timing is None or p < timing.threshold or not self._paused_at(turn, last_window):
             return  # not complete, or the caller spoke again meanwhile
-        if self.tuning.hold_open_ms and await self._words_end_open(turn, timing.cap_ms):
-            if self._paused_at(turn, last_window):
-                self.stats.pause_held_open()
-                log.info("session %s: end of turn p=%.2f, but the words end open: the pause goes on to the cap",
-                         self.config.id, p)
+        held = self._held_reply(turn) if self.tuning.hold_open_ms else None
+        if held is not None and (words := await held.words(timing.cap_ms / 1000)) is not None and ends_open(words):
+            if self._paused_at(turn, last_window):  # "complete" vetoed: the cap ends the pause
+                self._held_open(words, timing.cap_ms)
             return
         if not self._paused_at(turn, last_window):
             return
