@@ -3,8 +3,9 @@ an order number, "My order number is four five ... seven two, where is it?", wit
 500 ms, is one turn, not two.
 
 The words before the pause end on a number, which Whisper base wrote as digits ("45", "4.5", "4-5") in 10 of 10
-Piper renderings probed; "How far from the" was heard as "…them?" or "…it?" in 2 of 5, "What happens to my" as
-"…mine?" in 3 of 10 (no hold then, rightly: those words may end a turn)."""
+Piper renderings (``scripts/probe_turn_words.py``, 2026-12-03); "How far from the" was held in 7 of 10 (heard as
+"…them?" or "…it?" otherwise: no hold then, rightly, those words may end a turn), and "What happens to my" in 10
+of 10 there but 7 of 10 in an earlier ad-hoc run of the same probe - Piper's voice varies between renderings."""
 
 import numpy as np
 import pytest
