@@ -4,6 +4,8 @@ then by arrival: a caller who waits for a reply is served before a partial trans
 A waiter's urgency may be a callable, read each time a slot frees: a reply prepared at a pause asks as
 speculative work and is served as committed work once the commit adopts it, without asking again. A caller may
 ask to ``leave_free`` slots: background work that never takes the last slot, so urgent work never waits behind it.
+A holder may also take waiters along (:meth:`PrioritySlots.take`): work one call can do for several at once
+(Whisper's batched finals), which then need no slot of their own.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 #: A number (lower is served first), or a callable giving the current one.
 Urgency = int | Callable[[], int]
@@ -22,7 +25,10 @@ class _Waiter:
     urgency: Urgency
     leave_free: int
     order: int
-    granted: asyncio.Future[None] = field(repr=False)
+    #: True: granted a slot; False: taken along by a holder (no slot of its own).
+    granted: asyncio.Future[bool] = field(repr=False)
+    #: What the caller said of its work (for :meth:`PrioritySlots.take`); None: never taken along.
+    tag: Any = None
 
     def key(self) -> tuple[int, int]:
         urgency = self.urgency() if callable(self.urgency) else self.urgency
@@ -57,19 +63,32 @@ class PrioritySlots:
         """A caller asking to leave ``leave_free`` slots would get one now, with nobody waiting before it."""
         return not self._waiters and self.slots - self._held > leave_free
 
-    async def acquire(self, urgency: Urgency = 0, *, leave_free: int = 0) -> None:
-        waiter = _Waiter(urgency, leave_free, next(self._order), asyncio.get_running_loop().create_future())
+    async def acquire(self, urgency: Urgency = 0, *, leave_free: int = 0, tag: Any = None) -> bool:
+        """Wait for a slot: True once one is held (give it back with :meth:`release`); False when a holder took
+        this waiter along (``tag`` not None: see :meth:`take`), and no slot is held."""
+        waiter = _Waiter(urgency, leave_free, next(self._order), asyncio.get_running_loop().create_future(), tag)
         self._waiters.append(waiter)
         self._hand_on()  # granted at once when it is first in line and a slot is free for it
         try:
-            await waiter.granted
+            return await waiter.granted
         except asyncio.CancelledError:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
                 self._hand_on()  # it may have held back a waiter that leaves fewer slots free
-            elif waiter.granted.done() and not waiter.granted.cancelled():
+            elif waiter.granted.done() and not waiter.granted.cancelled() and waiter.granted.result():
                 self.release()  # handed a slot as we were cancelled: hand it on
             raise
+
+    def take(self, matches: Callable[[Any], bool], limit: int) -> list[Any]:
+        """Take up to ``limit`` waiters whose tag ``matches``, most urgent first, out of the line: their
+        ``acquire`` returns False, and the caller does their work. Returns their tags."""
+        queue = self._waiters if self.fifo else sorted(self._waiters, key=_Waiter.key)
+        taken = [w for w in queue if w.tag is not None and not w.granted.done() and matches(w.tag)][:max(limit, 0)]
+        for waiter in taken:
+            self._waiters.remove(waiter)
+            waiter.granted.set_result(False)
+        self._hand_on()  # a taken waiter may have held back one behind it
+        return [w.tag for w in taken]
 
     def release(self) -> None:
         if self._held <= 0:
@@ -88,4 +107,4 @@ class PrioritySlots:
                 return  # the first in line waits for a slot; nobody behind it jumps ahead
             self._waiters.remove(first)
             self._held += 1
-            first.granted.set_result(None)
+            first.granted.set_result(True)

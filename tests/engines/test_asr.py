@@ -89,3 +89,19 @@ async def test_a_prompt_primes_the_names_on_both_windows(stack, speak, window):
     print(f"{window}: unprimed {plain.text!r} ({before:.2f}), primed {primed.text!r} ({likeness:.2f})")
     assert "aero" in text.split() and likeness >= 0.8 and likeness >= before
     assert "wi fi" in text.replace("-", " ") and "connection" in text
+
+
+async def test_finals_batched_in_one_call_hear_what_each_alone_hears(stack, real_audio):
+    """[asr] max_batch: two real recordings of different lengths in one encoder pass and one batched decode
+    (the shorter padded with more silence) against each on its own, as a final."""
+    audios = [load_audio(str(real_audio / f"{name}.wav")) for name in ("001", "jfk")]
+    assert abs(audios[0].size - audios[1].size) > 16000, "lengths differ by over a second"
+    key = stack.asr.batch_key(audios[0], window="audio", prompt="")
+    assert key is not None and key == stack.asr.batch_key(audios[1], window="audio", prompt="")
+    batched = await asyncio.to_thread(stack.asr.transcribe_batch, audios, key)
+    for audio, together in zip(audios, batched):
+        alone = await asyncio.to_thread(stack.asr.transcribe, audio, window="audio", prompt="", final=True)
+        print(f"alone {alone.text!r}\ntogether {together.text!r} ({together.compute_seconds * 1000:.0f} ms)")
+        assert normalize(together.text) and jiwer.wer(normalize(alone.text), normalize(together.text)) <= 0.1
+        assert together.audio_seconds == pytest.approx(audio.size / 16000)
+        assert together.no_speech_prob < 0.5 and -1.0 < together.avg_logprob < 0

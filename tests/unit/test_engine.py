@@ -9,6 +9,7 @@ import pytest
 
 from app.asr.base import ASREngine, Need
 from app.engine import ThreadedEngine
+from app.errors import ConfigError
 
 
 class Engine(ThreadedEngine):
@@ -240,3 +241,101 @@ async def test_with_two_workers_a_final_runs_beside_a_partial_but_no_partial_bes
     await asyncio.gather(partial, final)
     assert asr.most == 2 and not asr.busy
     asr.close_threads()
+
+
+class BatchingASR(GatedASR):
+    """GatedASR that batches finals of one key (the prompt): records each batch's audio sizes."""
+
+    def __init__(self, workers=1, max_batch=3, fail=False):
+        ASREngine.__init__(self, workers=workers, max_batch=max_batch)
+        GatedASR.__init__(self, workers=workers)
+        self.max_batch = max_batch
+        self.batches = []
+        self.fail = fail
+
+    def batch_key(self, audio, *, window, prompt):
+        return None if window == "30s" else prompt or ""
+
+    def transcribe_batch(self, audios, key):
+        assert self.gate.wait(5)
+        self.batches.append([a.size for a in audios])
+        if self.fail:
+            raise RuntimeError("engine failed")
+        return [SimpleNamespace(text=f"{a.size}/{key}") for a in audios]
+
+
+def pcm(n):
+    return np.zeros(n, dtype=np.float32)
+
+
+async def test_finals_waiting_when_the_engine_frees_are_transcribed_in_one_call():
+    asr = BatchingASR(max_batch=3)
+    first = asyncio.ensure_future(asr.recognize(pcm(1), need=Need.FINAL))
+    await wait_until(asr.entered.is_set)
+    waiting = [asyncio.ensure_future(asr.recognize(pcm(n), need=need, prompt=prompt, window=window))
+               for n, need, prompt, window in [(2, Need.AHEAD, None, None), (3, Need.PARTIAL, None, None),
+                                               (4, Need.FINAL, None, None), (5, Need.FINAL, "Aero", None),
+                                               (6, Need.FINAL, None, "30s"), (7, Need.INTERRUPTION, None, None),
+                                               (8, Need.FINAL, None, None)]]
+    await asyncio.sleep(0.02)
+    asr.gate.set()
+    texts = [t.text for t in await asyncio.gather(first, *waiting)]
+    assert texts[0] == "1" and texts[1:] == ["2/", "3", "4/", "5", "6", "7", "8/"]
+    # the first final ran alone (nobody waiting); when it finished, the most urgent waiter (the final of 4) took
+    # the other finals of its key along (8, then the reply prepared at a pause, 2): three in all
+    assert asr.batches == [[4, 8, 2]]
+    assert sorted(size for size, _ in asr.calls) == [1, 3, 5, 6, 7], \
+        "the rest each ran alone: a partial, an interruption check, the 30 s window, the only final of its prompt"
+    assert asr._slots.held == 0
+    asr.close_threads()
+
+
+async def test_a_final_taken_along_gets_its_transcript_when_its_carrier_gives_up():
+    asr = BatchingASR(max_batch=2)
+    first = asyncio.ensure_future(asr.recognize(pcm(1)))
+    await wait_until(asr.entered.is_set)
+    carrier = asyncio.ensure_future(asr.recognize(pcm(2)))
+    await asyncio.sleep(0.01)
+    rider = asyncio.ensure_future(asr.recognize(pcm(3)))
+    await asyncio.sleep(0.01)
+    asr.gate.set()
+    await first
+    await wait_until(lambda: asr.batches)
+    carrier.cancel()
+    assert (await rider).text == "3/"
+    assert asr.batches == [[2, 3]]
+    await wait_until(lambda: asr._slots.held == 0)
+    asr.close_threads()
+
+
+async def test_a_failed_batch_fails_every_final_in_it():
+    asr = BatchingASR(max_batch=2, fail=True)
+    first = asyncio.ensure_future(asr.recognize(pcm(1)))
+    await wait_until(asr.entered.is_set)
+    both = [asyncio.ensure_future(asr.recognize(pcm(n))) for n in (2, 3)]
+    await asyncio.sleep(0.01)
+    asr.gate.set()
+    await first
+    for task in both:
+        with pytest.raises(RuntimeError, match="engine failed"):
+            await task
+    assert asr._slots.held == 0
+    asr.close_threads()
+
+
+def test_whisper_max_batch_is_a_small_whole_number_and_batches_only_the_cut_window():
+    from app.asr.whisper import WhisperASR
+
+    assert WhisperASR("model", {}).max_batch == 1
+    assert WhisperASR("model", {"max_batch": 4}).max_batch == 4
+    for bad in (0, 9, 2.0, True, "2"):
+        with pytest.raises(ConfigError, match="max_batch"):
+            WhisperASR("model", {"max_batch": bad})
+    asr = WhisperASR("model", {"window": "audio", "prompt": "Aero"})
+    second = np.zeros(16000, dtype=np.float32)
+    assert asr.batch_key(second, window=None, prompt=None) == ("audio", "Aero")
+    assert asr.batch_key(second, window=None, prompt="") == ("audio", "")
+    assert asr.batch_key(second, window="30s", prompt=None) is None
+    assert asr.batch_key(np.zeros(16000 * 29, dtype=np.float32), window=None, prompt=None) is None, \
+        "too long for the cut window (with its padding): Whisper's 30 s window, alone"
+    assert WhisperASR("model", {}).batch_key(second, window=None, prompt=None) is None, "30 s by default"

@@ -130,3 +130,59 @@ async def test_urgent_work_is_not_held_back_by_background_work_waiting_for_two_s
     go.set()
     await asyncio.gather(running, waiting)
     assert order == ["running", "urgent", "background"]
+
+
+async def test_a_holder_takes_tagged_waiters_along_most_urgent_first_and_they_hold_no_slot():
+    lock = PrioritySlots(1)
+    assert await lock.acquire(0) is True
+    outcomes = {}
+
+    async def wait(name, urgency, tag):
+        outcomes[name] = await lock.acquire(urgency, tag=tag)
+
+    tasks = [asyncio.ensure_future(wait(name, u, tag)) for name, u, tag in
+             [("a", 2, "x"), ("b", 1, "x"), ("c", 0, None), ("d", 0, "y"), ("e", 3, "x")]]
+    await asyncio.sleep(0.01)
+    assert lock.take(lambda tag: tag == "x", 2) == ["x", "x"]  # b, then a: the most urgent of the x's
+    await asyncio.sleep(0.01)
+    assert outcomes == {"b": False, "a": False}
+    assert lock.waiting == 3 and lock.held == 1, "a taken waiter holds no slot"
+    assert lock.take(lambda tag: True, 0) == []
+    lock.release()
+    await asyncio.sleep(0.01)
+    assert outcomes["c"] is True, "an untagged waiter is never taken; it gets the next slot"
+    lock.release()
+    await asyncio.sleep(0.01)
+    lock.release()
+    await asyncio.gather(*tasks)
+    assert outcomes == {"a": False, "b": False, "c": True, "d": True, "e": True}
+    lock.release()
+    assert lock.held == 0
+
+
+async def test_taking_the_first_in_line_along_lets_the_one_behind_it_have_the_free_slot():
+    """Nobody jumps ahead of the first in line, even one a free slot would serve; once it is taken along, the
+    waiter behind it gets that slot at once."""
+    lock = PrioritySlots(2)
+    await lock.acquire(0)
+    head = asyncio.ensure_future(lock.acquire(0, leave_free=1, tag="x"))  # would leave the last slot free
+    behind = asyncio.ensure_future(lock.acquire(1))
+    await asyncio.sleep(0.01)
+    assert not head.done() and not behind.done()
+    assert lock.take(lambda tag: True, 1) == ["x"]
+    await asyncio.sleep(0.01)
+    assert head.result() is False and behind.result() is True and lock.held == 2
+
+
+async def test_a_waiter_taken_along_as_it_is_cancelled_gives_back_no_slot():
+    lock = PrioritySlots(1)
+    await lock.acquire(0)
+    waiter = asyncio.ensure_future(lock.acquire(0, tag="x"))
+    await asyncio.sleep(0.01)
+    assert lock.take(lambda tag: True, 1) == ["x"]
+    waiter.cancel()  # cancelled after it was taken, before it resumed
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    assert lock.held == 1, "the holder's slot only"
+    lock.release()
+    assert lock.held == 0
