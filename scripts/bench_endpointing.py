@@ -30,6 +30,11 @@ use) for the transcript so far when the pause starts, and hold the turn through 
 compute time counts too. ``+cue@64`` variants ask for it at 64 ms of silence instead (``[vad]
 speculate_after_ms``: the reply the session holds at the pause transcribes then), and ``silence-500+cue@64 cap
 Ns`` is ``server_vad`` with ``[vad] hold_open_ms = N s`` as the session runs it (``--holds``).
+``--words``: also the served LLM's reading of the words (``words@64 lp>=T at C cap Ns``: the transcript at 64 ms
+of silence, then ``LLMEngine.turn_end_logprob`` on it; a finished turn, log P(end) >= T, commits at C ms of
+silence, any other pause at the cap; ``--word-thresholds``, ``--word-commits``, ``--word-caps``; ``--word-unfinished
+U`` adds rules where unfinished words that do not end open end at U ms, ``else U``). It starts the
+profile's LLM engine in this process (vLLM: a minute or more).
 ``+once+cue+thenF`` variants (``--fallbacks``) are the tiered rule: smart-turn once a pause and the cue; a pause
 the cue holds ends at the cap, one the model calls complete ends when both have answered, any other after F ms
 of silence.
@@ -59,10 +64,11 @@ from app.audio.rates import ASR_RATE  # noqa: E402
 from app.audio.vad import WINDOW, SileroVAD  # noqa: E402
 from app.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
 from app.bench.endpointing import (  # noqa: E402
-    Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, classify, pause_point, simulate, speech_end_window,
+    Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, WordsRule, classify, pause_point, simulate, speech_end_window,
     speech_heard_again_ms, summarize, window_end_ms, word_boundaries,
 )
 from app.config import Settings  # noqa: E402
+from app.session.turn_cue import as_said  # noqa: E402
 from app.session.turn_detection import EAGERNESS  # noqa: E402
 from app.modelstore import prepare  # noqa: E402
 from app.profiles import load_profile  # noqa: E402
@@ -123,6 +129,43 @@ class Scores:
         return self.cache[key]
 
 
+class LLMJudge:
+    """The profile's LLM engine, started in a thread of its own (its event loop), judging words; each text once."""
+
+    def __init__(self, profile: object, models: dict, settings: Settings) -> None:
+        import asyncio
+        import threading
+
+        from app.llm import create_engine
+
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True, name="llm-judge").start()
+        self.engine = create_engine(profile.stage("llm"), models["llm"]["model"], settings)
+        self._call(self.engine.start())
+        self.cache: dict[str, tuple[float, float]] = {}
+        self.log: list[float] = []
+
+    def _call(self, coroutine):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def __call__(self, text: str) -> tuple[float, float]:
+        said = as_said(text)
+        if said not in self.cache:
+            t0 = time.perf_counter()
+            logp = self._call(self.engine.turn_end_logprob(said, f"judge-{len(self.log)}")) if said else 0.0
+            ms = (time.perf_counter() - t0) * 1000
+            if logp is None:
+                raise SystemExit(f"the profile's LLM backend ({self.engine.name}) cannot judge words")
+            self.log.append(ms)
+            self.cache[said] = (logp, ms)
+        return self.cache[said]
+
+    def close(self) -> None:
+        self._call(self.engine.close())
+
+
 def call_cost(engine: object, audio: np.ndarray, n: int = 50) -> dict[str, float]:
     engine.probability(audio)  # warm
     ms = []
@@ -150,6 +193,8 @@ def plot(rows: list[dict], path: Path) -> None:
             x, y = 100 * r["cut_pause_rate"], r["mean_delay_ms"]
             if r["kind"].startswith("silence"):
                 ax.scatter(x, y, marker="s", s=60, color="black" if r["kind"] == "silence" else "tab:purple")
+            elif r["kind"] == "words":
+                ax.scatter(x, y, marker="v", s=60, color="tab:cyan" if r["cap_ms"] < 1500 else "tab:brown")
             else:
                 color = {150: "tab:blue", 200: "tab:orange", 250: "tab:green"}.get(r["pause_ms"], "tab:red")
                 kind = r["kind"]
@@ -166,7 +211,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.grid(alpha=0.3)
     fig.suptitle("Endpointing: silence rules (black squares; +cue purple) vs smart-turn v3.2 (first score at "
                  "150/200/250 ms blue/orange/green;\ncap 1.5 s circles, 2 s triangles, +once plus signs, +trim "
-                 "diamonds, +cue stars, +then crosses); target: grey corner", fontsize=9)
+                 "diamonds, +cue stars, +then crosses; the LLM's reading of the words: down triangles); target: grey corner", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
@@ -185,8 +230,9 @@ def main(args: argparse.Namespace) -> int:
 
     settings = Settings.from_env()
     profile = load_profile(settings.profile)
-    need_asr = not args.no_cue or args.placement == "words"
-    models = prepare(profile, settings.models_dir, stages=("vad", "turn") + (("asr",) if need_asr else ()))
+    need_asr = not args.no_cue or args.placement == "words" or args.words
+    models = prepare(profile, settings.models_dir, stages=("vad", "turn") + (("asr",) if need_asr else ())
+                     + (("llm",) if args.words else ()))
     threshold = float(profile.stage("vad").get("threshold", 0.5))
     vad = SileroVAD.load_session(models["vad"]["model"], threads=1)
     engine = SmartTurn(models["turn"]["model"], dict(profile.stage("turn"), intra_op_threads=args.threads))
@@ -196,7 +242,11 @@ def main(args: argparse.Namespace) -> int:
         asr = WhisperASR(models["asr"]["model"], dict(profile.stage("asr"), cpu_threads=1, full_window_cpu_threads=1))
         asr.load()
 
+    judge = LLMJudge(profile, models, settings) if args.words else None
     strategies: list = [Silence(500), Silence(300)]
+    if args.words:
+        strategies += [WordsRule(c, t, int(cap * 1000), unfinished_ms=u) for cap in args.word_caps
+                       for c in args.word_commits for t in args.word_thresholds for u in [None, *args.word_unfinished]]
     strategies += [SmartTurnRule(s, t, int(c * 1000)) for s in args.pauses for c in args.caps for t in args.thresholds]
     strategies += [SmartTurnRule(s, t, 1500, once=True) for s in args.pauses for t in args.thresholds]
     strategies += [SmartTurnRule(s, t, 1500, trim=True) for s in args.pauses for t in args.thresholds]
@@ -241,8 +291,9 @@ def main(args: argparse.Namespace) -> int:
                           (place[0] / ASR_RATE * 1000, speech_heard_again_ms(probs, place[0] + place[1],
                                                                                threshold=threshold)))
             scores = Scores(engine, stream, compute_log)
-            texts = Transcripts(asr, stream, asr_log) if not args.no_cue else None
-            commits = {s.name: simulate(s, probs, scores, texts, threshold=threshold) for s in strategies}
+            texts = Transcripts(asr, stream, asr_log) if not args.no_cue or judge else None
+            commits = {s.name: simulate(s, probs, scores, texts, threshold=threshold, judge=judge)
+                       for s in strategies}
             outcomes = {name: classify(c, truth) for name, c in commits.items()}
             streams.append({
                 "id": u.id, "group": u.kind, "variant": variant, "seconds": round(stream.size / ASR_RATE, 3),
@@ -276,6 +327,10 @@ def main(args: argparse.Namespace) -> int:
                 row[f"cut_{place}_rate"] = sum(o.kind == "cut_pause" for o in at) / len(at) if at else None
             if isinstance(s, Silence):
                 row.update(kind="silence", label=s.name)
+            elif isinstance(s, WordsRule):
+                then = "" if s.unfinished_ms is None else f"/{s.unfinished_ms}"
+                row.update(kind="words", label=f"w{s.threshold:g}/{s.commit_ms}{then}/{s.cap_ms / 1000:g}",
+                           cap_ms=s.cap_ms, threshold=s.threshold, commit_ms=s.commit_ms, unfinished_ms=s.unfinished_ms)
             elif isinstance(s, SilenceCue):
                 at = "" if s.cue_after_ms is None else f"@{s.cue_after_ms}"
                 row.update(kind="silence+cue", label=f"{s.silence_ms}+cue{at}/{s.cap_ms / 1000:g}", cap_ms=s.cap_ms)
@@ -292,6 +347,9 @@ def main(args: argparse.Namespace) -> int:
     print(f"\nsmart-turn per call, {args.threads} thread: p50 {cost['p50_ms']:.1f} ms, p95 {cost['p95_ms']:.1f} ms "
           f"(50 calls on jfk.wav); in the run: {len(compute_log)} calls, p50 {np.percentile(compute_log, 50):.1f}, "
           f"p95 {np.percentile(compute_log, 95):.1f} ms; run {run_s:.0f} s")
+    if judge is not None:
+        print(f"LLM judging the words: {len(judge.log)} texts, p50 {np.percentile(judge.log, 50):.1f}, "
+              f"p95 {np.percentile(judge.log, 95):.1f} ms")
     if asr_log:
         print(f"whisper transcript for the cue: {len(asr_log)} calls, p50 {np.percentile(asr_log, 50):.1f}, "
               f"p95 {np.percentile(asr_log, 95):.1f} ms")
@@ -327,6 +385,9 @@ def main(args: argparse.Namespace) -> int:
         "smart_turn": {"model": str(models["turn"]["model"]), "threads": args.threads, "cost_50_calls": cost,
                        "run_calls": len(compute_log), "run_p50_ms": float(np.percentile(compute_log, 50)),
                        "run_p95_ms": float(np.percentile(compute_log, 95))},
+        "words_llm": ({"texts": len(judge.log), "p50_ms": float(np.percentile(judge.log, 50)),
+                       "p95_ms": float(np.percentile(judge.log, 95)),
+                       "scores": {t: round(v[0], 3) for t, v in judge.cache.items()}} if judge else None),
         "cue_asr": ({"calls": len(asr_log), "p50_ms": float(np.percentile(asr_log, 50)),
                      "p95_ms": float(np.percentile(asr_log, 95))} if asr_log else None),
         "rows": rows, "streams": streams,
@@ -334,6 +395,8 @@ def main(args: argparse.Namespace) -> int:
     }
     out_json.write_text(json.dumps(result, indent=1) + "\n")
     plot(rows, out_png)
+    if judge is not None:
+        judge.close()
     print(f"\nwrote {out_json} and {out_png}")
     return 0
 
@@ -355,5 +418,13 @@ if __name__ == "__main__":
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tail-s", type=float, default=2.5, help="silence after each utterance (s)")
     p.add_argument("--threads", type=int, default=1, help="smart-turn onnxruntime threads")
+    p.add_argument("--words", action="store_true", help="also the LLM's reading of the words (starts the LLM)")
+    p.add_argument("--word-thresholds", type=floats, default=[-14.0, -13.0, -12.0],
+                   help="log P(turn ends) at which the words count as a finished turn")
+    p.add_argument("--word-commits", type=lambda s: [int(x) for x in s.split(",")], default=[200, 300],
+                   help="ms of silence that commit a finished turn")
+    p.add_argument("--word-unfinished", type=lambda s: [int(x) for x in s.split(",") if x], default=[],
+                   help="ms of silence that end a pause the LLM read as unfinished, words not open (besides the cap)")
+    p.add_argument("--word-caps", type=floats, default=[1.0, 1.5], help="s of silence that commit any other pause")
     p.add_argument("--no-cue", action="store_true", help="leave out the transcript-cue variants (no Whisper)")
     raise SystemExit(main(p.parse_args()))

@@ -18,6 +18,12 @@ its own engine, in parallel with smart-turn; its compute time counts); a transcr
 cannot end a question (``and``, ``the``, ``of``, a number word, ...: ``app/session/turn_cue.py``, the session's own
 test) vetoes every commit of that pause but the cap.
 
+Words judged by the LLM (``WordsRule``): at ``cue_after_ms`` of silence (the session's held reply) Whisper's
+transcript so far, then the served LLM's log-probability that a user message ends right after those words
+(``LLMEngine.turn_end_logprob``); both compute times count. At or above ``threshold`` (and words that do not end
+open) the pause commits at ``commit_ms`` of silence, or when the verdict is known if later; otherwise it ends only
+at ``cap_ms`` (or, with ``unfinished_ms``, words that do not end open at that silence).
+
 Where a pause goes (``word_boundaries``): between two words of the utterance as Whisper timed them, at the quietest
 10 ms near their meeting point. A boundary is ``"open"`` when the words before it end on one a turn does not end on
 (``ends_open``: "the | filter", "and | then", a number still being read): where a speaker hesitates; every other
@@ -44,6 +50,8 @@ from app.session.turn_cue import ends_open
 Scorer = Callable[[int, int], tuple[float, float]]
 #: transcribe(start_window, last_speech_window) -> (text, compute ms): the audio so far, as Whisper hears it.
 Transcriber = Callable[[int, int], tuple[str, float]]
+#: judge(text) -> (log-probability the caller's turn ends after these words, compute ms).
+Judge = Callable[[str], tuple[float, float]]
 
 @dataclass(frozen=True)
 class Silence:
@@ -95,7 +103,26 @@ class SmartTurnRule:
         return f"smart-turn@{self.pause_ms}ms p>={self.threshold:g}{self.extra} cap {self.cap_ms / 1000:g}s"
 
 
-Strategy = Silence | SilenceCue | SmartTurnRule
+@dataclass(frozen=True)
+class WordsRule:
+    """Commit at ``commit_ms`` of silence when the LLM reads the words so far as a finished turn (log P(end) >=
+    ``threshold``, words not open), else at ``cap_ms``; the words are asked for at ``cue_after_ms``."""
+
+    commit_ms: int
+    threshold: float
+    cap_ms: int
+    cue_after_ms: int = 64
+    #: Silence that ends a pause the LLM read as unfinished when its words do not end open (None: the cap).
+    unfinished_ms: int | None = None
+
+    @property
+    def name(self) -> str:
+        then = "" if self.unfinished_ms is None else f" else {self.unfinished_ms}"
+        return (f"words@{self.cue_after_ms} lp>={self.threshold:g} at {self.commit_ms}{then} "
+                f"cap {self.cap_ms / 1000:g}s")
+
+
+Strategy = Silence | SilenceCue | SmartTurnRule | WordsRule
 
 
 @dataclass(frozen=True)
@@ -123,8 +150,13 @@ def window_end_ms(index: int) -> float:
 
 
 def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = None,
-             transcribe: Transcriber | None = None, *, threshold: float = 0.5) -> Commit | None:
+             transcribe: Transcriber | None = None, *, threshold: float = 0.5, judge: Judge | None = None
+             ) -> Commit | None:
     """The first commit ``strategy`` makes on the VAD probabilities ``probs`` (one per 32 ms window)."""
+    if isinstance(strategy, WordsRule):
+        if transcribe is None or judge is None:
+            raise ValueError(f"{strategy.name} needs a transcriber and a judge")
+        return _simulate_words(strategy, probs, transcribe, judge, threshold)
     if isinstance(strategy, Silence):
         ep = Endpointer(threshold, strategy.silence_ms)
         for i, p in enumerate(probs):
@@ -197,6 +229,37 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
             scored_this_pause = True
     if pending is not None and pending[1] >= strategy.threshold:
         return decide(pending[0], pending[2], "model", pending[1])
+    return None
+
+
+def _simulate_words(rule: WordsRule, probs: Sequence[float], transcribe: Transcriber, judge: Judge,
+                    threshold: float) -> Commit | None:
+    ep = Endpointer(threshold, rule.cap_ms)
+    ask_at = max(1, round(rule.cue_after_ms / WINDOW_MS))  # windows of silence
+    start = -1
+    # this pause's: (known at ms, finished, log-probability, the words end open)
+    verdict: tuple[float, bool, float, bool] | None = None
+    for i, p in enumerate(probs):
+        now = window_end_ms(i)
+        decision = ep.push(p, i)
+        if isinstance(decision, SpeechStarted):
+            start = decision.window
+        elif isinstance(decision, SpeechStopped):
+            return Commit(now, i, "cap")
+        if ep.speaking and ep.silence_run == 0:
+            verdict = None  # speech again: the next pause asks anew
+        if ep.speaking and verdict is None and ep.silence_run == ask_at:
+            text, asr_ms = transcribe(start, ep.last_speech_window)
+            logp, lm_ms = judge(text)
+            is_open = ends_open(text)
+            verdict = (now + asr_ms + lm_ms, logp >= rule.threshold and not is_open, logp, is_open)
+        if verdict is None or verdict[0] >= now + WINDOW_MS:  # not known by the next window
+            continue
+        if verdict[1] and ep.silence_run * WINDOW_MS >= rule.commit_ms:
+            return Commit(max(now, verdict[0]), i, "words", verdict[2])
+        if (not verdict[1] and not verdict[3] and rule.unfinished_ms is not None
+                and ep.silence_run * WINDOW_MS >= rule.unfinished_ms):
+            return Commit(max(now, verdict[0]), i, "fallback", verdict[2])
     return None
 
 

@@ -116,6 +116,12 @@ class VLLMLocalEngine(LLMEngine):
         warm = LLMRequest("warmup", [{"role": "user", "content": "Hello."}], max_tokens=4)
         async for _ in self.stream(warm):
             pass
+        # The first reading of a caller's words (prompt log-probabilities) takes ~2 s more on CPU, past a held
+        # pause's length: pay it now too.
+        try:
+            await self.turn_end_logprob("Hello", "warmup-turn-end")
+        except EngineError as exc:
+            log.warning("this engine cannot read the caller's words at a pause (%s): pauses end on silence", exc)
         self._watchdog = asyncio.create_task(self._watch(), name="vllm-watchdog")
         self.load_seconds = time.perf_counter() - t0
 
@@ -192,6 +198,43 @@ class VLLMLocalEngine(LLMEngine):
         finally:
             if not finished:
                 await self.abort(request.request_id)
+
+    def turn_end_prompt(self, text: str) -> list[int]:
+        """The chat template's tokens for one user message ``text``, up to and including the token that closes
+        it (SmolLM2's ``<|im_end|>``)."""
+        kwargs = {"chat_template": self._chat_template} if self._chat_template else {}
+        rendered = self._tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                       add_generation_prompt=False, tokenize=False, **kwargs)
+        cut = rendered.rindex(text) + len(text)
+        head = list(self._tokenizer.encode(rendered[:cut], add_special_tokens=False))
+        whole = list(self._tokenizer.encode(rendered, add_special_tokens=False))
+        if len(whole) <= len(head) or whole[:len(head)] != head:
+            raise EngineError("the chat template does not close a user message with a token of its own",
+                              "turn detection by the model's words needs a chat model (SmolLM2, Gemma...)")
+        return whole[:len(head) + 1]
+
+    async def turn_end_logprob(self, text: str, request_id: str) -> float | None:
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        if self._engine is None:
+            raise EngineError("the LLM engine is not started", "call start() first")
+        ids = self.turn_end_prompt(text)
+        # one step: the prompt's own log-probabilities (prompt_logprobs=0: each prompt token's), one token out
+        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0,
+                                output_kind=RequestOutputKind.FINAL_ONLY)
+        last = None
+        try:
+            async for out in self._engine.generate({"prompt_token_ids": ids}, params, request_id):
+                last = out
+        except asyncio.CancelledError:
+            await self.abort(request_id)
+            raise
+        except Exception as exc:
+            raise EngineError(f"vLLM could not score the turn's end: {type(exc).__name__}: {exc}") from exc
+        if last is None or not last.prompt_logprobs or last.prompt_logprobs[-1] is None:
+            raise EngineError("vLLM returned no prompt log-probabilities")
+        return float(last.prompt_logprobs[-1][ids[-1]].logprob)
 
     async def abort(self, request_id: str) -> None:
         if self._engine is not None and not self._engine.errored:

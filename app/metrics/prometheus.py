@@ -32,6 +32,9 @@ END_OF_TURN_MS = Histogram("sub250_end_of_turn_ms", "semantic_vad: one call of t
 PAUSES_HELD_OPEN = Counter("sub250_pauses_held_open_total",
                            "Pauses whose words ended open (\"...from the\"), held past the turn detection's own "
                            "silence ([vad] hold_open_ms)")
+PAUSES_FINISHED = Counter("sub250_pauses_finished_total",
+                          "Pauses whose words the LLM read as a finished turn, committed at [vad] "
+                          "finished_commit_ms of silence")
 INTERRUPTIONS = Counter("sub250_interruptions_total",
                         "Speech over a live reply, by verdict: confirmed (words: the reply was cancelled) or "
                         "false (no words: the reply resumed)", ["verdict"])

@@ -40,6 +40,7 @@ from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
 from app.session.turn_cue import ends_open
 from app.session.turn_detection import TurnDetector
+from app.session.turn_words import Judgement, TurnWords
 from app.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,13 @@ class RealtimeSession:
                                      pause_ms=self.tuning.speculate_after_ms or 64)
         self._turn: UserTurn | None = None
         self._reply: Reply | None = None
+        #: The LLM's reading of the words at each pause (``[vad] finished_commit_ms``), when the engine can say.
+        self.turn_words = None if not self.tuning.finished_commit_ms or getattr(stack, "llm", None) is None else \
+            TurnWords(stack.llm, self.tuning.finished_logprob, spawn=self.tasks.spawn,
+                      wait_s=max(self.tuning.hold_open_ms, 500) / 1000)
+        #: The pause (turn, last speech window) whose words were read as a finished turn: it ends at
+        #: ``finished_commit_ms`` of silence.
+        self._finished_pause: tuple[UserTurn, int] | None = None
         #: A suspected interruption of a live reply (paused meanwhile): its check, the reply, a check's task,
         #: and the last speech window once the sound has stopped.
         self._suspect: InterruptionCheck | None = None
@@ -193,6 +201,9 @@ class RealtimeSession:
                 case SpeechStopped(window=last):
                     if not self._hold_open():
                         self._on_speech_stopped(last)
+            if self._finished_pause is not None and self._suspect is None and self._paused_at(*self._finished_pause) \
+                    and self.detector.silence_ms >= self.tuning.finished_commit_ms:
+                self._end_pause()
             if self._turn is not None and self._suspect is None and self.detector.ask_end_of_turn():
                 self.tasks.spawn(self._end_of_turn(self._turn, self.detector.last_speech_window))
         if self._suspect is not None:
@@ -334,9 +345,35 @@ class RealtimeSession:
         if turn is None or td is None or not td.create_response or self.reply is not None \
                 or self.config.transcription_only or not Speculation.enabled(self.config, self.tuning):
             return
-        self.speculation.hold(self._start_reply(turn, audio=self.input.audio(turn.first_window, last_window),
-                                                held=True))
+        held = self._start_reply(turn, audio=self.input.audio(turn.first_window, last_window), held=True)
+        self.speculation.hold(held)
         self.stats.speculation_started()
+        if self.turn_words is not None and self.detector.semantic is None:
+            self.tasks.spawn(self._commit_if_finished(turn, held, last_window))
+
+    async def _commit_if_finished(self, turn: UserTurn, held: Reply, last_window: int) -> None:
+        """``[vad] finished_commit_ms``: the LLM reads the words at this pause; a finished turn ends at that much
+        silence (at once if it has passed: also when the pause is held waiting for this very reading)."""
+        judgement = await asyncio.shield(self.turn_words.judge(held))
+        if judgement is None or not self._paused_at(turn, last_window):
+            return
+        log.info("session %s: the words %r read as %s (log P(end) %s, %s ms)", self.config.id,
+                 judgement.words[-40:], "a finished turn" if judgement.finished else "going on",
+                 "-" if judgement.logprob is None else f"{judgement.logprob:.2f}",
+                 "-" if judgement.ms is None else f"{judgement.ms:.0f}")
+        if not judgement.finished:
+            return  # server_vad's stop holds it (``_hold_open``)
+        if self.detector.silence_ms >= self.tuning.finished_commit_ms or self.detector.holding:
+            self._end_pause()
+        else:
+            self._finished_pause = (turn, last_window)
+
+    def _end_pause(self) -> None:
+        """The pause's words are a finished turn: end the speech now."""
+        self._finished_pause = None
+        if (stopped := self.detector.end_now()) is not None:
+            self.stats.pause_finished()
+            self._on_speech_stopped(stopped.window)
 
     def _held_reply(self, turn: UserTurn) -> Reply | None:
         """The reply held at this pause of ``turn``: its ``question`` is the caller's words up to the pause."""
@@ -348,36 +385,72 @@ class RealtimeSession:
         return self._turn is turn and self.detector.speaking and self.detector.last_speech_window == last_window
 
     def _hold_open(self) -> bool:
-        """``server_vad`` stopped the speech: if the words so far end open (the held reply's transcript), take the
-        stop back - this pause ends the turn after ``[vad] hold_open_ms``. Words still being transcribed (a busy
-        engine) hold the pause until they are known, at most as long."""
+        """``server_vad`` stopped the speech: if the words so far go on (they end open, or the LLM reads them as
+        unfinished: ``_hold_for``), take the stop back - this pause ends the turn after ``[vad] hold_open_ms``
+        (``unfinished_hold_ms`` for unfinished words that do not end open). Words not known yet (a busy engine)
+        hold the pause until they are, at most ``hold_open_ms``."""
         turn, ms = self._turn, self.tuning.hold_open_ms
         if not ms or turn is None or self._suspect is not None or self.detector.semantic is not None:
             return False
         held = self._held_reply(turn)
-        if held is None or (held.question is not None and not ends_open(held.question)) \
-                or not self.detector.hold(ms):
+        if held is None:
             return False
-        if held.question is None:
-            self.tasks.spawn(self._settle_hold(turn, held, self.detector.last_speech_window, ms))
+        hold = self._hold_for(held)
+        if hold == 0 or not self.detector.hold(ms if hold is None else hold):
+            return False
+        if hold is None:
+            self.tasks.spawn(self._settle_hold(turn, held, self.detector.last_speech_window))
         else:
-            self._held_open(held.question, ms)
+            self._held_open(held.question or "", hold)
         return True
 
-    async def _settle_hold(self, turn: UserTurn, held: Reply, last_window: int, wait_ms: int) -> None:
-        """A pause held while its words are transcribed: words that end open keep it held; any others end the
-        turn now (none by ``wait_ms``: the hold's own silence ends it)."""
-        words = await held.words(wait_ms / 1000)
-        if words is None or not self._paused_at(turn, last_window) or not self.detector.holding:
+    def _hold_for(self, held: Reply) -> int | None:
+        """How long the pause after the held reply's words lasts in all: ``hold_open_ms`` for words that end open,
+        ``unfinished_hold_ms`` (or ``hold_open_ms``) for words the LLM reads as unfinished (``[vad]
+        finished_commit_ms`` on), 0 for words that may end the turn; None: not known yet."""
+        if self.turn_words is not None:
+            task = self.turn_words.judge(held)
+            if not task.done():
+                return None
+            judgement = None if task.cancelled() else task.result()
+            if judgement is not None:
+                return self._hold_ms(judgement)
+        if held.question is None:
+            return None
+        return self.tuning.hold_open_ms if ends_open(held.question) else 0
+
+    def _hold_ms(self, judgement: Judgement) -> int:
+        if judgement.finished:
+            return 0
+        if judgement.logprob is None or not self.tuning.unfinished_hold_ms:  # open words, or held as long
+            return self.tuning.hold_open_ms
+        return self.tuning.unfinished_hold_ms
+
+    async def _judged(self, held: Reply, wait_s: float) -> Judgement | None:
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.turn_words.judge(held)), wait_s)
+        except TimeoutError:
+            return None
+
+    async def _settle_hold(self, turn: UserTurn, held: Reply, last_window: int) -> None:
+        """A pause held while its words are transcribed (and read): words that go on keep it held, to their own
+        length; any others end the turn now (none by ``hold_open_ms``: the hold's own silence ends it)."""
+        wait_s = self.tuning.hold_open_ms / 1000
+        if self.turn_words is not None and (judgement := await self._judged(held, wait_s)) is not None:
+            hold, words = self._hold_ms(judgement), judgement.words
+        else:
+            words = held.question if self.turn_words is not None else await held.words(wait_s)
+            hold = None if words is None else self.tuning.hold_open_ms if ends_open(words) else 0
+        if hold is None or not self._paused_at(turn, last_window) or not self.detector.holding:
             return  # the caller spoke again, or the turn ended meanwhile
-        if ends_open(words):
-            self._held_open(words, wait_ms)
+        if hold and (hold == self.tuning.hold_open_ms or self.detector.rehold(hold)):
+            self._held_open(words, hold)
         elif (stopped := self.detector.end_now()) is not None:
             self._on_speech_stopped(stopped.window)
 
     def _held_open(self, words: str, ms: int) -> None:
         self.stats.pause_held_open()
-        log.info("session %s: the words end open (%r): the pause goes on to %d ms", self.config.id, words[-40:], ms)
+        log.info("session %s: the words go on (%r): the pause goes on to %d ms", self.config.id, words[-40:], ms)
 
     async def _end_of_turn(self, turn: UserTurn, last_window: int) -> None:
         """``semantic_vad``: the caller paused; if the end-of-turn model calls the turn complete (and the caller

@@ -26,6 +26,7 @@ class SessionStats:
     end_of_turn_calls: int = 0
     #: Pauses whose words ended open ("...from the"), held past the turn detection's own silence.
     pauses_held_open: int = 0
+    pauses_finished: int = 0
 
     def speculation_started(self) -> None:
         self.speculative_started += 1
@@ -49,6 +50,10 @@ class SessionStats:
     def pause_held_open(self) -> None:
         self.pauses_held_open += 1
         prometheus.PAUSES_HELD_OPEN.inc()
+
+    def pause_finished(self) -> None:
+        self.pauses_finished += 1
+        prometheus.PAUSES_FINISHED.inc()
 
     def end_of_turn_scored(self, ms: float) -> None:
         self.end_of_turn_calls += 1

@@ -26,6 +26,16 @@ class PipelineTuning:
     #: held at the pause (a pause whose words are still being transcribed waits for them, at most as long);
     #: with ``semantic_vad`` they also veto the end-of-turn model's "complete" (the cap still ends the pause).
     hold_open_ms: int = 0
+    #: ``server_vad``: silence that ends a pause whose words the LLM reads as a finished turn (``[vad]
+    #: finished_commit_ms``; app/session/turn_words.py), sooner than ``silence_duration_ms``; 0: off. With it on,
+    #: words the LLM reads as unfinished are held to ``hold_open_ms`` as open ones are.
+    finished_commit_ms: int = 0
+    #: The LLM's log P(the caller's message ends here) at which the words count as finished (``[vad]
+    #: finished_logprob``).
+    finished_logprob: float = -13.0
+    #: Silence that ends a pause whose words the LLM reads as unfinished but that do not end open (``[vad]
+    #: unfinished_hold_ms``); 0: ``hold_open_ms``, as open words.
+    unfinished_hold_ms: int = 0
     #: Partial transcripts while the caller speaks (``[asr] partials``), and the window they use.
     partials: bool = True
     partial_window: str = "audio"
@@ -49,6 +59,11 @@ class PipelineTuning:
             served_name=str(llm.get("served_name", d.served_name)),
             speculate_after_ms=int(vad.get("speculate_after_ms", d.speculate_after_ms)),
             hold_open_ms=_hold_open_ms(vad.get("hold_open_ms", d.hold_open_ms)),
+            finished_commit_ms=_finished_commit_ms(vad.get("finished_commit_ms", d.finished_commit_ms)),
+            finished_logprob=_finished_logprob(vad.get("finished_logprob", d.finished_logprob)),
+            unfinished_hold_ms=_ms("unfinished_hold_ms", vad.get("unfinished_hold_ms", d.unfinished_hold_ms),
+                                   "0 holds them as long as open words (hold_open_ms); 700 ends such a pause "
+                                   "after 700 ms of silence"),
             partials=bool(asr.get("partials", d.partials)),
             partial_window=str(asr.get("partial_window", d.partial_window)),
             context_tokens=int(llm.get("context_tokens", d.context_tokens)),
@@ -70,3 +85,21 @@ def _hold_open_ms(value: object) -> int:
                           "0 commits every pause at the turn detection's own silence; 1500 holds a pause whose "
                           "words end open (\"...from the\") until 1.5 s of silence")
     return value
+
+
+def _finished_commit_ms(value: object) -> int:
+    return _ms("finished_commit_ms", value, "0 leaves every pause to the turn detection's own silence; 200 commits "
+               "a pause whose words the LLM reads as a finished turn after 200 ms of silence")
+
+
+def _ms(key: str, value: object, hint: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_HOLD_OPEN_MS:
+        raise ConfigError(f"[vad] {key} = {value!r} is not a whole number of ms from 0 to {MAX_HOLD_OPEN_MS}", hint)
+    return value
+
+
+def _finished_logprob(value: object) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not -100 <= value <= 0:
+        raise ConfigError(f"[vad] finished_logprob = {value!r} is not a log-probability from -100 to 0",
+                          "set it to a number such as -13.0 (scripts/bench_endpointing.py --words measures them)")
+    return float(value)

@@ -28,3 +28,9 @@ def ends_open(text: str) -> bool:
         return False
     last = words[-1]
     return last in CONTINUATION_WORDS or last.replace(",", "").replace(".", "").replace("-", "").isdigit()
+
+
+def as_said(text: str) -> str:
+    """A transcript as the caller said it, for a model to judge whether the turn is over: without the punctuation
+    Whisper puts at its end (it writes "How far from the?" as readily as "Where is it?")."""
+    return text.strip().rstrip(".,?!;:…-").rstrip()

@@ -9,7 +9,9 @@ silence does. ``eagerness`` picks the timing (:data:`EAGERNESS`; measured in doc
 ``scripts/bench_endpointing.py``, which runs these very timings).
 
 Either way the session may ``hold`` a pause whose words end open (``app/session/turn_cue.py``): the stop the
-endpointer just decided is taken back, and that pause ends the turn only after ``hold_open_ms`` of silence.
+endpointer just decided is taken back, and that pause ends the turn only after ``hold_open_ms`` of silence. With
+``server_vad`` it may also end a pause sooner (``end_now``) when the LLM reads its words as a finished turn
+(``app/session/turn_words.py``).
 """
 
 from __future__ import annotations
@@ -77,6 +79,11 @@ class TurnDetector:
         return timing is not None and self._endpointer.silence_run == timing.ask_after_windows
 
     @property
+    def silence_ms(self) -> int:
+        """Silence heard since the last speech window (0 while not speaking, or while speech goes on)."""
+        return self._endpointer.silence_run * WINDOW_MS
+
+    @property
     def holding(self) -> bool:
         """This pause was held (its words end open): it ends at the longer silence, or speech resumes it."""
         return self._endpointer.holding
@@ -85,6 +92,10 @@ class TurnDetector:
         """Take back the ``SpeechStopped`` just returned: this pause ends after ``silence_ms`` of silence in all.
         False when there was none to take back, or this pause was held already."""
         return self._endpointer.hold(silence_ms)
+
+    def rehold(self, silence_ms: int) -> bool:
+        """The held pause ends after ``silence_ms`` of silence in all instead (False: none held, or passed)."""
+        return self._endpointer.rehold(silence_ms)
 
     def end_now(self) -> SpeechStopped | None:
         """The end-of-turn model says the turn is complete: end the speech now."""

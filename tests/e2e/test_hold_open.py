@@ -27,6 +27,14 @@ def _quiet_run(audio: np.ndarray, *, from_end: bool) -> int:
     return audio.size - 1 - int(loud[-1]) if from_end else int(loud[0])
 
 
+async def spoken_turn(ws_url: str, wav) -> tuple:
+    """One spoken turn, at real-time pace with 1.5 s of silence after it: its result and its commits."""
+    async with RealtimeClient(ws_url, TEST_KEY) as client:
+        await client.send_wav(str(wav), realtime=True, silence_after_ms=1500)
+        result = await client.collect_turn(timeout=90)
+    return result, [e for e in result.events if e.type == "input_audio_buffer.committed"]
+
+
 @pytest.fixture(scope="module")
 def hesitation(speak, tmp_path_factory):
     """The question spoken in two parts, "My order number is four five" and the rest, ~0.7 s of silence between."""
@@ -46,10 +54,7 @@ def hesitation(speak, tmp_path_factory):
 async def test_a_pause_inside_a_number_is_held_and_the_question_is_one_turn(server, ws_url, hesitation):
     assert server.stack.profile.stage("vad").get("hold_open_ms") == 1000, "the test server runs cpu-base"
     held_before = REGISTRY.get_sample_value("sub250_pauses_held_open_total") or 0.0
-    async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.send_wav(str(hesitation), realtime=True, silence_after_ms=1500)
-        result = await client.collect_turn(timeout=90)
-        committed = [e for e in result.events if e.type == "input_audio_buffer.committed"]
+    result, committed = await spoken_turn(ws_url, hesitation)
     text = result.transcript.lower()
     assert result.status == "completed" and "number" in text and "where" in text, result.transcript
     assert len(committed) == 1, "one turn: the pause inside the number did not end it"

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from app.bench.endpointing import (
-    Boundary, Commit, Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, classify, ends_open, pause_point,
+    Boundary, Commit, Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, WordsRule, classify, ends_open,
+    pause_point,
     simulate, speech_end_window, speech_heard_again_ms, summarize, word_boundaries,
 )
 
@@ -222,3 +223,57 @@ def test_a_gap_too_short_to_be_a_pause_leaves_no_stale_cue():
     c = simulate(SilenceCue(300, 1500, cue_after_ms=64), probs, transcribe=asr)
     assert asr.calls == [(10, 29), (10, 53)]
     assert c.by == "silence" and c.window == 53 + 9, "the end's own words decide, not the gap's"
+
+
+class FakeJudge:
+    """log P(turn ends) per text: "finished" words score -10, others -16; records what it was asked."""
+
+    def __init__(self, compute_ms=30.0, finished=("how far from the wall?",)):
+        self.compute_ms, self.finished, self.calls = compute_ms, finished, []
+
+    def __call__(self, text):
+        self.calls.append(text)
+        return (-10.0 if text in self.finished else -16.0), self.compute_ms
+
+
+def test_the_llms_reading_of_the_words_commits_a_finished_turn_soon_and_holds_an_unfinished_pause():
+    asr, judge = FakeASR(compute_ms=50.0), FakeJudge(compute_ms=30.0)
+    rule = WordsRule(200, -12.0, 1500)
+    c = simulate(rule, PROBS, transcribe=asr, judge=judge)
+    assert asr.calls == [(10, 29), (10, 59)], "asked at 64 ms of each pause, from the start of speech"
+    assert judge.calls == ["how far from the", "how far from the wall?"]
+    # 200 ms is 6.25 windows: the 7th quiet window after the end (66) commits; the words were known by then
+    assert c == Commit(67 * 32.0, 66, "words", -10.0)
+    assert classify(c, PAUSED) == Outcome("end", 7 * 32.0)
+    assert "lp>=-12" in rule.name
+
+
+def test_words_known_late_delay_the_commit_and_unfinished_words_wait_for_the_cap():
+    slow = simulate(WordsRule(200, -12.0, 1500), PROBS, transcribe=FakeASR(compute_ms=300.0), judge=FakeJudge())
+    # asked at window 61 (2 quiet windows), known 330 ms later: committed then, not at the 200 ms of silence
+    assert slow.by == "words" and slow.time_ms == pytest.approx(62 * 32.0 + 330.0)
+    never = simulate(WordsRule(200, -12.0, 1000), PROBS, transcribe=FakeASR(), judge=FakeJudge(finished=()))
+    assert never.by == "cap" and classify(never, PAUSED) == Outcome("end", 31 * 32.0)
+
+
+def test_open_words_are_never_a_finished_turn_and_a_confident_judge_cuts_the_pause():
+    everything = ("how far from the", "how far from the wall?")
+    cut = simulate(WordsRule(200, -12.0, 1500), PROBS, transcribe=FakeASR(),
+                   judge=FakeJudge(finished=everything))
+    assert classify(cut, PAUSED) == Outcome("end", 7 * 32.0), "'...from the' ends open: the pause is held"
+    closed = lambda start, last: ("how far is it" if last < 40 else "how far is it from the wall?", 10.0)  # noqa: E731
+    c = simulate(WordsRule(200, -12.0, 1500), PROBS, transcribe=closed, judge=FakeJudge(finished=("how far is it",)))
+    assert classify(c, PAUSED) == Outcome("cut_pause")
+    with pytest.raises(ValueError, match="judge"):
+        simulate(WordsRule(200, -12.0, 1500), PROBS, transcribe=FakeASR())
+
+
+def test_unfinished_words_that_do_not_end_open_may_end_sooner_than_the_cap():
+    closed_asr = lambda start, last: ("how far is it" if last < 40 else "how far is it from the wall", 10.0)  # noqa: E731
+    rule = WordsRule(200, -12.0, 1500, unfinished_ms=480)
+    c = simulate(rule, PROBS, transcribe=closed_asr, judge=FakeJudge(finished=()))
+    # the inserted pause is 320 ms: not cut; the end's unfinished words end at 480 ms (15 windows) of silence
+    assert c.by == "fallback" and classify(c, PAUSED) == Outcome("end", 15 * 32.0) and "else 480" in rule.name
+    open_asr = lambda start, last: ("how far is it from the", 10.0)  # noqa: E731
+    held = simulate(rule, PROBS, transcribe=open_asr, judge=FakeJudge(finished=()))
+    assert held.by == "cap", "open words wait for the cap"

@@ -1,0 +1,50 @@
+"""The LLM's reading of the caller's words ends a pause end to end (``[vad] finished_commit_ms``, cpu-base): a whole
+question is committed on the served model's "finished" before server_vad's own silence would, and a question
+broken off after "...that I" (a word the list of open words does not hold) is held through a pause longer than
+server_vad's 500 ms and stays one turn. The reading is the model's: a test of the words Whisper hears, not of a
+fixed list."""
+
+import numpy as np
+import pytest
+import soundfile as sf
+from prometheus_client import REGISTRY
+
+from tests.e2e.test_hold_open import _quiet_run, spoken_turn
+
+pytestmark = pytest.mark.engines
+
+
+def _counter(name: str) -> float:
+    return REGISTRY.get_sample_value(name) or 0.0
+
+
+@pytest.fixture(scope="module")
+def broken_off(speak, tmp_path_factory):
+    """ "Can I return a filter that I" and "already opened?", ~0.6 s of silence between: past server_vad's 500 ms,
+    inside cpu-base's unfinished_hold_ms (700)."""
+    head, rate = sf.read(speak("Can I return a filter that I"), dtype="int16")
+    tail, _ = sf.read(speak("already opened?"), dtype="int16")
+    tail = tail[_quiet_run(tail, from_end=False):]
+    gap = max(0, 600 * rate // 1000 - _quiet_run(head, from_end=True))
+    path = tmp_path_factory.mktemp("words") / "broken-off.wav"
+    sf.write(path, np.concatenate([head, np.zeros(gap, dtype=np.int16), tail]), rate, subtype="PCM_16")
+    return path
+
+
+async def test_a_whole_question_is_committed_on_the_models_reading(server, ws_url, speak):
+    vad = server.stack.profile.stage("vad")
+    assert vad.get("finished_commit_ms"), "the test server runs cpu-base, which reads the words"
+    before = _counter("sub250_pauses_finished_total")
+    result, _ = await spoken_turn(ws_url, speak("How do I put the purifier into pairing mode?"))
+    assert result.status == "completed" and "pairing" in result.transcript.lower(), result.transcript
+    assert _counter("sub250_pauses_finished_total") == before + 1, "committed on the words' reading"
+    print("endpoint_delay", result.latency.raw.get("beside", {}).get("endpoint_delay") if result.latency else None)
+
+
+async def test_words_the_model_reads_as_unfinished_hold_the_pause(server, ws_url, broken_off):
+    held_before = _counter("sub250_pauses_held_open_total")
+    result, committed = await spoken_turn(ws_url, broken_off)
+    text = result.transcript.lower()
+    assert result.status == "completed" and "filter" in text and "opened" in text, result.transcript
+    assert len(committed) == 1, "one turn: the pause after 'that I' did not end it"
+    assert _counter("sub250_pauses_held_open_total") > held_before

@@ -1,0 +1,180 @@
+"""Words the LLM reads as a finished turn end the pause sooner; words it reads as unfinished are held
+(``[vad] finished_commit_ms``, app/session/turn_words.py): the real session, endpointer and speculation around
+fake engines."""
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from app.errors import ConfigError
+from app.profiles import Profile
+from app.session.tuning import PipelineTuning
+from app.session.turn_words import TurnWords
+from tests.unit.session.fakes import FakeASR, feed, make_session, silence, speech, wait_for, wait_until
+
+FINISHED, UNFINISHED, OPEN = "Where is my order?", "Can I return a filter that I", "How far from the"
+
+
+class Judge:
+    """turn_end_logprob: -10 for the finished question, -16 for anything else; ``delay`` s per call; ``fail``."""
+
+    def __init__(self, delay=0.0, fail=False):
+        self.delay, self.fail, self.asked = delay, fail, []
+
+    async def turn_end_logprob(self, text, request_id):
+        self.asked.append(text)
+        await asyncio.sleep(self.delay)
+        if self.fail:
+            raise RuntimeError("engine gone")
+        return -10.0 if text == FINISHED.rstrip("?") else -16.0
+
+
+def _session(texts, judge, commit_ms=200, hold_open_ms=1500, unfinished_hold_ms=0):
+    session, t, stack = make_session(speculative=True)
+    stack.asr = FakeASR(texts=texts)
+    session.tuning = replace(session.tuning, hold_open_ms=hold_open_ms, partials=False, finished_commit_ms=commit_ms,
+                             finished_logprob=-13.0, unfinished_hold_ms=unfinished_hold_ms)
+    session.turn_words = TurnWords(judge, -13.0, spawn=session.tasks.spawn, wait_s=1.5)
+    return session, t, stack
+
+
+async def test_finished_words_commit_at_finished_commit_ms_of_silence():
+    judge = Judge()
+    session, t, _ = _session([FINISHED], judge)
+    await feed(session, speech(0.8) + silence(0.1))
+    await wait_until(lambda: judge.asked, what="the LLM asked")
+    assert judge.asked == ["Where is my order"], "asked without Whisper's closing punctuation"
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(0.15))  # 0.25 s of silence: past 200 ms, well before server_vad's 500
+    await wait_for(t, "input_audio_buffer.committed")
+    assert session.stats.pauses_finished == 1 and session.stats.pauses_held_open == 0
+    assert (await wait_for(t, "response.done"))[0]["response"]["status"] == "completed"
+    assert session.stats.speculative_adopted == 1
+
+
+async def test_a_reading_that_comes_after_the_silence_commits_at_once():
+    judge = Judge(delay=0.3)
+    session, t, _ = _session([FINISHED], judge)
+    await feed(session, speech(0.8) + silence(0.3))  # 300 ms of silence, the LLM still reading
+    assert "input_audio_buffer.committed" not in t.types()
+    await wait_for(t, "input_audio_buffer.committed")  # no more audio: the reading itself ends the pause
+    assert session.stats.pauses_finished == 1
+
+
+@pytest.mark.parametrize(("text", "asked"), [(UNFINISHED, True), (OPEN, False)])
+async def test_unfinished_or_open_words_are_held_to_hold_open_ms(text, asked):
+    judge = Judge()
+    session, t, _ = _session([text], judge)
+    await feed(session, speech(0.8) + silence(0.8))  # past server_vad's 500 ms
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the hold")
+    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    assert bool(judge.asked) is asked, "open words need no reading"
+    await feed(session, silence(0.8))  # 1.6 s in all
+    await wait_for(t, "input_audio_buffer.committed")
+    assert session.stats.pauses_finished == 0
+
+
+async def test_speech_again_before_the_commit_keeps_the_turn_going():
+    judge = Judge(delay=0.05)
+    session, t, _ = _session([FINISHED, FINISHED], judge, commit_ms=300)
+    await feed(session, speech(0.8) + silence(0.2))
+    await wait_until(lambda: session._finished_pause is not None, what="the reading")
+    await feed(session, speech(0.5))  # the caller goes on at 200 ms: no commit
+    assert "input_audio_buffer.committed" not in t.types() and session.stats.pauses_finished == 0
+    await feed(session, silence(0.4))
+    await wait_for(t, "input_audio_buffer.committed")
+    assert session.stats.pauses_finished == 1 and session.stats.speculative_discarded == 1
+
+
+async def test_a_failed_reading_leaves_the_pause_to_server_vad():
+    judge = Judge(fail=True)
+    session, t, _ = _session([FINISHED], judge)
+    await feed(session, speech(0.8) + silence(0.3))
+    await wait_until(lambda: judge.asked, what="the LLM asked")
+    await asyncio.sleep(0.05)
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(0.3))  # 600 ms: server_vad's 500 ms commit, words that may end a turn
+    await wait_for(t, "input_audio_buffer.committed")
+    assert session.stats.pauses_finished == 0 and session.stats.pauses_held_open == 0
+
+
+async def test_an_engine_that_cannot_read_words_leaves_the_pause_to_server_vad():
+    class Mute:
+        async def turn_end_logprob(self, text, request_id):
+            return None
+
+    session, t, _ = _session([UNFINISHED], Mute())
+    await feed(session, speech(0.8) + silence(0.6))
+    await wait_for(t, "input_audio_buffer.committed")
+    assert session.stats.pauses_finished == 0 and session.stats.pauses_held_open == 0
+
+
+@pytest.mark.parametrize(("text", "holds_s"), [(UNFINISHED, 0.7), (OPEN, 1.5)])
+async def test_unfinished_words_not_ending_open_may_be_held_shorter(text, holds_s):
+    session, t, _ = _session([text], Judge(), unfinished_hold_ms=700)
+    await feed(session, speech(0.8) + silence(0.6))
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the hold")
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(0.2))  # 0.8 s
+    assert ("input_audio_buffer.committed" in t.types()) is (holds_s < 0.8)
+    await feed(session, silence(0.8))
+    await wait_for(t, "input_audio_buffer.committed")
+
+
+@pytest.mark.parametrize(("delay", "commits_at_once"), [(0.3, False), (0.9, True)])
+async def test_a_late_reading_of_unfinished_words_shortens_the_hold_or_ends_it(delay, commits_at_once):
+    """Held to hold_open_ms while the LLM reads; read as unfinished (not open): held to unfinished_hold_ms, or
+    ended at once if that much silence has passed already."""
+    judge = Judge(delay=delay)
+    session, t, _ = _session([UNFINISHED], judge, unfinished_hold_ms=700)
+    await feed(session, speech(0.8) + silence(0.6))  # held, the reading under way
+    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    if commits_at_once:
+        await feed(session, silence(0.3))  # 0.9 s of silence, the reading not back yet
+        assert "input_audio_buffer.committed" not in t.types()
+        await wait_for(t, "input_audio_buffer.committed")
+        return
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the shortened hold")
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(0.2))  # 0.8 s: past 700 ms, well before 1.5 s
+    await wait_for(t, "input_audio_buffer.committed")
+
+
+@pytest.mark.parametrize(("key", "value"), [("unfinished_hold_ms", -5), ("unfinished_hold_ms", "700"),
+                                            ("finished_commit_ms", -1), ("finished_commit_ms", 0.3),
+                                            ("finished_commit_ms", "300"), ("finished_logprob", 1.0),
+                                            ("finished_logprob", "-13"), ("finished_logprob", True)])
+def test_the_options_are_checked(key, value):
+    profile = Profile(name="t", description="", path=Path("t.toml"), stages={"vad": {key: value}})
+    with pytest.raises(ConfigError, match=key):
+        PipelineTuning.from_profile(profile)
+
+
+def test_the_options_are_read_from_the_profile_and_off_by_default():
+    profile = Profile(name="t", description="", path=Path("t.toml"),
+                      stages={"vad": {"finished_commit_ms": 300, "finished_logprob": -12}})
+    tuning = PipelineTuning.from_profile(profile)
+    assert (tuning.finished_commit_ms, tuning.finished_logprob) == (300, -12.0)
+    bare = PipelineTuning.from_profile(Profile(name="t", description="", path=Path("t.toml"), stages={}))
+    assert bare.finished_commit_ms == 0
+    session, _, _ = make_session(speculative=True)
+    assert session.turn_words is None
+
+
+@pytest.mark.parametrize(("text", "held"), [(UNFINISHED, True), (FINISHED, False)])
+async def test_a_reading_not_known_at_server_vads_silence_holds_the_pause_until_it_is(text, held):
+    judge = Judge(delay=0.5)
+    session, t, _ = _session([text], judge)
+    await feed(session, speech(0.8) + silence(0.6))  # server_vad's 500 ms pass while the LLM reads
+    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    if not held:  # a finished turn: committed as soon as the reading is known
+        await wait_for(t, "input_audio_buffer.committed")
+        assert session.stats.pauses_finished == 1 and session.stats.pauses_held_open == 0
+        return
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the unfinished words' hold")
+    await asyncio.sleep(0.1)
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(1.0))  # 1.6 s in all: past the 1.5 s hold
+    await wait_for(t, "input_audio_buffer.committed")
