@@ -89,10 +89,10 @@ class LLMEngine(abc.ABC):
         """Stream the reply. Closing the iterator early aborts the request in the engine."""
 
     async def turn_end_logprob(self, text: str, request_id: str) -> float | None:
-        """How likely the caller's turn ends after ``text`` (their words so far), by the model's own reading of
-        a conversation: the log-probability of the token its chat template closes a user message with, right
-        after ``text`` (the idea of LiveKit's turn detector, on the served model as it is). None: this engine
-        cannot say (the session then decides on silence alone)."""
+        """How likely the caller's turn ends after ``text`` (their words so far, without final punctuation), by
+        the model's own reading of a conversation: the log-probability that the next token ends the sentence
+        ("?", ".", "!") or closes the user's message (the idea of LiveKit's turn detector, on the served model as
+        it is). None: this engine cannot say (the session then decides on silence alone)."""
         return None
 
     @abc.abstractmethod

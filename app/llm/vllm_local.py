@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import sys
 import time
@@ -24,6 +25,13 @@ from app.errors import EngineError, ModelError
 from app.llm.base import LLMEngine, LLMRequest, TokenDelta
 
 log = logging.getLogger(__name__)
+
+#: Next tokens read for the turn's end (vLLM-CPU's default ``max_logprobs`` is 20).
+TURN_END_TOP = 20
+#: What ``turn_end_logprob`` says when no token among them ends a sentence.
+NOT_AN_END = -30.0
+#: Characters a token may hold to end what the user said.
+SENTENCE_END = frozenset("?.!…")
 
 #: How often the watchdog checks that the engine core is alive (a death between turns is noticed this fast).
 WATCHDOG_INTERVAL_S = 1.0
@@ -213,28 +221,41 @@ class VLLMLocalEngine(LLMEngine):
                               "turn detection by the model's words needs a chat model (SmolLM2, Gemma...)")
         return whole[:len(head) + 1]
 
+    def ends_sentence(self, token_id: int, end_id: int) -> bool:
+        """A token that ends what the user said: the template's end of message, or only sentence-ending
+        punctuation ("?", ".", "!", "...")."""
+        if token_id == end_id:
+            return True
+        text = self._tokenizer.decode([token_id]).strip()
+        return bool(text) and all(c in SENTENCE_END for c in text)
+
     async def turn_end_logprob(self, text: str, request_id: str) -> float | None:
+        """log P(the next token after ``text`` ends the sentence or the message), from the model's
+        :data:`TURN_END_TOP` most likely next tokens (a model ends a question with "?" before it closes the
+        message: the end-of-message token alone scored whole questions and prefixes alike). Below that list's
+        reach it is :data:`NOT_AN_END` - far below any threshold."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         if self._engine is None:
             raise EngineError("the LLM engine is not started", "call start() first")
         ids = self.turn_end_prompt(text)
-        # one step: the prompt's own log-probabilities (prompt_logprobs=0: each prompt token's), one token out
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0,
+        prompt, end_id = ids[:-1], ids[-1]
+        params = SamplingParams(max_tokens=1, temperature=0.0, logprobs=TURN_END_TOP,
                                 output_kind=RequestOutputKind.FINAL_ONLY)
         last = None
         try:
-            async for out in self._engine.generate({"prompt_token_ids": ids}, params, request_id):
+            async for out in self._engine.generate({"prompt_token_ids": prompt}, params, request_id):
                 last = out
         except asyncio.CancelledError:
             await self.abort(request_id)
             raise
         except Exception as exc:
             raise EngineError(f"vLLM could not score the turn's end: {type(exc).__name__}: {exc}") from exc
-        if last is None or not last.prompt_logprobs or last.prompt_logprobs[-1] is None:
-            raise EngineError("vLLM returned no prompt log-probabilities")
-        return float(last.prompt_logprobs[-1][ids[-1]].logprob)
+        if last is None or not last.outputs or not last.outputs[0].logprobs:
+            raise EngineError("vLLM returned no log-probabilities for the next token")
+        ends = [lp.logprob for tid, lp in last.outputs[0].logprobs[0].items() if self.ends_sentence(tid, end_id)]
+        return float(math.log(sum(math.exp(x) for x in ends))) if ends else NOT_AN_END
 
     async def abort(self, request_id: str) -> None:
         if self._engine is not None and not self._engine.errored:

@@ -28,11 +28,12 @@ class PipelineTuning:
     hold_open_ms: int = 0
     #: ``server_vad``: silence that ends a pause whose words the LLM reads as a finished turn (``[vad]
     #: finished_commit_ms``; app/session/turn_words.py), sooner than ``silence_duration_ms``; 0: off. With it on,
-    #: words the LLM reads as unfinished are held to ``hold_open_ms`` as open ones are.
+    #: words the LLM reads as unfinished are held (``unfinished_hold_ms``); a reading not known by
+    #: ``silence_duration_ms`` is not waited for.
     finished_commit_ms: int = 0
     #: The LLM's log P(the caller's message ends here) at which the words count as finished (``[vad]
     #: finished_logprob``).
-    finished_logprob: float = -13.0
+    finished_logprob: float = -4.0
     #: Silence that ends a pause whose words the LLM reads as unfinished but that do not end open (``[vad]
     #: unfinished_hold_ms``); 0: ``hold_open_ms``, as open words.
     unfinished_hold_ms: int = 0
@@ -101,5 +102,5 @@ def _ms(key: str, value: object, hint: str) -> int:
 def _finished_logprob(value: object) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not -100 <= value <= 0:
         raise ConfigError(f"[vad] finished_logprob = {value!r} is not a log-probability from -100 to 0",
-                          "set it to a number such as -13.0 (scripts/bench_endpointing.py --words measures them)")
+                          "set it to a number such as -4.0 (scripts/bench_endpointing.py --words measures them)")
     return float(value)

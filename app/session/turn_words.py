@@ -1,11 +1,12 @@
 """The caller's words at a pause, read by the served LLM: a finished turn, or one that goes on.
 
 The reply the session holds at a pause transcribes the caller's words so far; the LLM then says how likely a
-user message ends right there (``LLMEngine.turn_end_logprob``: the log-probability of its chat template's
-end-of-message token after those words, the idea of LiveKit's turn detector on the model as it is). Words that
+user message ends right there (``LLMEngine.turn_end_logprob``: the log-probability that the next token ends the
+sentence - "?", ".", "!" - or the message, the idea of LiveKit's turn detector on the model as it is). Words that
 end open (``app/session/turn_cue.py``) go on without asking. With ``server_vad`` the session commits a pause whose
 words are a finished turn after ``[vad] finished_commit_ms`` of silence, sooner than ``silence_duration_ms``, and
-holds any other pause to ``[vad] hold_open_ms`` (app/session/session.py). Thresholds from the endpointing
+holds a pause whose words it reads as unfinished to ``[vad] unfinished_hold_ms`` (app/session/session.py); a
+reading not known by ``silence_duration_ms`` is not waited for. Thresholds from the endpointing
 benchmark (``scripts/bench_endpointing.py --words``, docs/BENCHMARKS.md §35).
 """
 

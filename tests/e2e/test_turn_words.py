@@ -21,7 +21,7 @@ def _counter(name: str) -> float:
 @pytest.fixture(scope="module")
 def broken_off(speak, tmp_path_factory):
     """ "Can I return a filter that I" and "already opened?", ~0.6 s of silence between: past server_vad's 500 ms,
-    inside cpu-base's unfinished_hold_ms (700)."""
+    inside cpu-base's unfinished_hold_ms (700 ms)."""
     head, rate = sf.read(speak("Can I return a filter that I"), dtype="int16")
     tail, _ = sf.read(speak("already opened?"), dtype="int16")
     tail = tail[_quiet_run(tail, from_end=False):]
