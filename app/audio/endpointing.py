@@ -71,6 +71,15 @@ class Endpointer:
         self._hold_windows = windows
         return True
 
+    def rehold(self, silence_ms: int) -> bool:
+        """A held pause ends after ``silence_ms`` of silence in all instead; False, and nothing changes, when no
+        pause is held or that much silence has passed already."""
+        windows = round(silence_ms / WINDOW_MS)
+        if not self.holding or windows <= self._silence:
+            return False
+        self._hold_windows = windows
+        return True
+
     @property
     def silence_run(self) -> int:
         """Windows of silence since the last speech window (0 while not speaking or while speech goes on)."""

@@ -387,9 +387,8 @@ class RealtimeSession:
     def _hold_open(self) -> bool:
         """``server_vad`` stopped the speech: if the words so far go on (they end open, or the LLM reads them as
         unfinished: ``_hold_for``), take the stop back - this pause ends the turn after ``[vad] hold_open_ms``
-        (``unfinished_hold_ms`` for unfinished words that do not end open). Words not transcribed yet (a busy
-        engine) hold the pause until they are, at most ``hold_open_ms``; a reading not known yet is not waited
-        for."""
+        (``unfinished_hold_ms`` for unfinished words that do not end open). Words not known yet (a busy engine)
+        hold the pause until they are, at most ``hold_open_ms``."""
         turn, ms = self._turn, self.tuning.hold_open_ms
         if not ms or turn is None or self._suspect is not None or self.detector.semantic is not None:
             return False
@@ -409,19 +408,16 @@ class RealtimeSession:
         """How long the pause after the held reply's words lasts in all: ``hold_open_ms`` for words that end open,
         ``unfinished_hold_ms`` (or ``hold_open_ms``) for words the LLM reads as unfinished (``[vad]
         finished_commit_ms`` on), 0 for words that may end the turn; None: not known yet."""
-        if (judgement := self._reading(held)) is not None:
-            return self._hold_ms(judgement)
+        if self.turn_words is not None:
+            task = self.turn_words.judge(held)
+            if not task.done():
+                return None
+            judgement = None if task.cancelled() else task.result()
+            if judgement is not None:
+                return self._hold_ms(judgement)
         if held.question is None:
             return None
         return self.tuning.hold_open_ms if ends_open(held.question) else 0
-
-    def _reading(self, held: Reply) -> Judgement | None:
-        """The LLM's reading of the held reply's words, if it is known now. One not known by server_vad's stop
-        (a busy server) is not waited for: the words alone decide then, as without it."""
-        task = None if self.turn_words is None else self.turn_words.judge(held)
-        if task is None or not task.done() or task.cancelled():
-            return None
-        return task.result()
 
     def _hold_ms(self, judgement: Judgement) -> int:
         if judgement.finished:
@@ -430,15 +426,25 @@ class RealtimeSession:
             return self.tuning.hold_open_ms
         return self.tuning.unfinished_hold_ms
 
+    async def _judged(self, held: Reply, wait_s: float) -> Judgement | None:
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.turn_words.judge(held)), wait_s)
+        except TimeoutError:
+            return None
+
     async def _settle_hold(self, turn: UserTurn, held: Reply, last_window: int) -> None:
-        """A pause held while its words are transcribed: words that end open keep it held; any others end the turn
-        now (none by ``hold_open_ms``: the hold's own silence ends it). The LLM's reading, which starts only once
-        the words are known, is not waited for."""
-        words = await held.words(self.tuning.hold_open_ms / 1000)
-        if words is None or not self._paused_at(turn, last_window) or not self.detector.holding:
+        """A pause held while its words are transcribed (and read): words that go on keep it held, to their own
+        length; any others end the turn now (none by ``hold_open_ms``: the hold's own silence ends it)."""
+        wait_s = self.tuning.hold_open_ms / 1000
+        if self.turn_words is not None and (judgement := await self._judged(held, wait_s)) is not None:
+            hold, words = self._hold_ms(judgement), judgement.words
+        else:
+            words = held.question if self.turn_words is not None else await held.words(wait_s)
+            hold = None if words is None else self.tuning.hold_open_ms if ends_open(words) else 0
+        if hold is None or not self._paused_at(turn, last_window) or not self.detector.holding:
             return  # the caller spoke again, or the turn ended meanwhile
-        if ends_open(words):
-            self._held_open(words, self.tuning.hold_open_ms)
+        if hold and (hold == self.tuning.hold_open_ms or self.detector.rehold(hold)):
+            self._held_open(words, hold)
         elif (stopped := self.detector.end_now()) is not None:
             self._on_speech_stopped(stopped.window)
 

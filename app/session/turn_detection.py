@@ -93,6 +93,10 @@ class TurnDetector:
         False when there was none to take back, or this pause was held already."""
         return self._endpointer.hold(silence_ms)
 
+    def rehold(self, silence_ms: int) -> bool:
+        """The held pause ends after ``silence_ms`` of silence in all instead (False: none held, or passed)."""
+        return self._endpointer.rehold(silence_ms)
+
     def end_now(self) -> SpeechStopped | None:
         """The end-of-turn model says the turn is complete: end the speech now."""
         return self._endpointer.end()

@@ -6,7 +6,7 @@ sentence - "?", ".", "!" - or the message, the idea of LiveKit's turn detector o
 end open (``app/session/turn_cue.py``) go on without asking. With ``server_vad`` the session commits a pause whose
 words are a finished turn after ``[vad] finished_commit_ms`` of silence, sooner than ``silence_duration_ms``, and
 holds a pause whose words it reads as unfinished to ``[vad] unfinished_hold_ms`` (app/session/session.py); a
-reading not known by ``silence_duration_ms`` is not waited for. Thresholds from the endpointing
+reading not known by ``silence_duration_ms`` holds the pause until it is. Thresholds from the endpointing
 benchmark (``scripts/bench_endpointing.py --words``, docs/BENCHMARKS.md §35).
 """
 

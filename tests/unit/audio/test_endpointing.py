@@ -65,3 +65,15 @@ def test_hold_refuses_without_a_stop_to_take_back_or_a_longer_silence():
     feed(ep, [0.9] * 4)
     assert ep.end() == SpeechStopped(3) and not ep.hold(1000), "an end the model decided is not taken back"
 
+
+def test_rehold_changes_a_held_pauses_length_while_it_lasts():
+    ep = Endpointer(0.5, silence_ms=160)  # 5 windows
+    for i in range(4):
+        ep.push(0.9, i)
+    assert not ep.rehold(640), "nothing held"
+    decisions = [ep.push(0.0, 4 + i) for i in range(5)]
+    assert isinstance(decisions[-1], SpeechStopped) and ep.hold(640)  # 20 windows in all
+    assert ep.rehold(320)  # 10 windows in all: 5 heard
+    assert not ep.rehold(160), "no longer than the silence heard"
+    decisions = [ep.push(0.0, 9 + i) for i in range(5)]
+    assert decisions[:4] == [None] * 4 and isinstance(decisions[4], SpeechStopped)

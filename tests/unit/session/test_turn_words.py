@@ -123,6 +123,25 @@ async def test_unfinished_words_not_ending_open_may_be_held_shorter(text, holds_
     await wait_for(t, "input_audio_buffer.committed")
 
 
+@pytest.mark.parametrize(("delay", "commits_at_once"), [(0.3, False), (0.9, True)])
+async def test_a_late_reading_of_unfinished_words_shortens_the_hold_or_ends_it(delay, commits_at_once):
+    """Held to hold_open_ms while the LLM reads; read as unfinished (not open): held to unfinished_hold_ms, or
+    ended at once if that much silence has passed already."""
+    judge = Judge(delay=delay)
+    session, t, _ = _session([UNFINISHED], judge, unfinished_hold_ms=700)
+    await feed(session, speech(0.8) + silence(0.6))  # held, the reading under way
+    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    if commits_at_once:
+        await feed(session, silence(0.3))  # 0.9 s of silence, the reading not back yet
+        assert "input_audio_buffer.committed" not in t.types()
+        await wait_for(t, "input_audio_buffer.committed")
+        return
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the shortened hold")
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(0.2))  # 0.8 s: past 700 ms, well before 1.5 s
+    await wait_for(t, "input_audio_buffer.committed")
+
+
 @pytest.mark.parametrize(("key", "value"), [("unfinished_hold_ms", -5), ("unfinished_hold_ms", "700"),
                                             ("finished_commit_ms", -1), ("finished_commit_ms", 0.3),
                                             ("finished_commit_ms", "300"), ("finished_logprob", 1.0),
@@ -144,13 +163,18 @@ def test_the_options_are_read_from_the_profile_and_off_by_default():
     assert session.turn_words is None
 
 
-@pytest.mark.parametrize(("text", "held"), [(UNFINISHED, False), (FINISHED, False), (OPEN, True)])
-async def test_a_reading_not_known_at_server_vads_silence_is_not_waited_for(text, held):
-    """A busy server: the words alone decide, as without the reading (open ones are held)."""
+@pytest.mark.parametrize(("text", "held"), [(UNFINISHED, True), (FINISHED, False)])
+async def test_a_reading_not_known_at_server_vads_silence_holds_the_pause_until_it_is(text, held):
     judge = Judge(delay=0.5)
     session, t, _ = _session([text], judge)
     await feed(session, speech(0.8) + silence(0.6))  # server_vad's 500 ms pass while the LLM reads
-    assert ("input_audio_buffer.committed" in t.types()) is not held
-    assert session.detector.holding is held and session.stats.pauses_held_open == int(held)
-    await asyncio.sleep(0.6)  # the reading comes: it changes nothing now
-    assert session.stats.pauses_finished == 0
+    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    if not held:  # a finished turn: committed as soon as the reading is known
+        await wait_for(t, "input_audio_buffer.committed")
+        assert session.stats.pauses_finished == 1 and session.stats.pauses_held_open == 0
+        return
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the unfinished words' hold")
+    await asyncio.sleep(0.1)
+    assert "input_audio_buffer.committed" not in t.types()
+    await feed(session, silence(1.0))  # 1.6 s in all: past the 1.5 s hold
+    await wait_for(t, "input_audio_buffer.committed")
