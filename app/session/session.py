@@ -388,7 +388,8 @@ class RealtimeSession:
         """``server_vad`` stopped the speech: if the words so far go on (they end open, or the LLM reads them as
         unfinished: ``_hold_for``), take the stop back - this pause ends the turn after ``[vad] hold_open_ms``
         (``unfinished_hold_ms`` for unfinished words that do not end open). Words not known yet (a busy engine)
-        hold the pause until they are, at most ``hold_open_ms``."""
+        hold the pause until they are, at most ``hold_open_ms``; a reading not known yet, until it is - at most
+        ``unfinished_hold_ms``, as long as words read as unfinished are held (``_settle_hold``)."""
         turn, ms = self._turn, self.tuning.hold_open_ms
         if not ms or turn is None or self._suspect is not None or self.detector.semantic is not None:
             return False
@@ -412,8 +413,7 @@ class RealtimeSession:
             task = self.turn_words.judge(held)
             if not task.done():
                 return None
-            judgement = None if task.cancelled() else task.result()
-            if judgement is not None:
+            if not task.cancelled() and (judgement := task.result()) is not None:
                 return self._hold_ms(judgement)
         if held.question is None:
             return None
@@ -433,13 +433,21 @@ class RealtimeSession:
             return None
 
     async def _settle_hold(self, turn: UserTurn, held: Reply, last_window: int) -> None:
-        """A pause held while its words are transcribed (and read): words that go on keep it held, to their own
-        length; any others end the turn now (none by ``hold_open_ms``: the hold's own silence ends it)."""
-        wait_s = self.tuning.hold_open_ms / 1000
-        if self.turn_words is not None and (judgement := await self._judged(held, wait_s)) is not None:
+        """A pause held while its words are transcribed and read: words that go on keep it held, to their own
+        length; any others end the turn now (none by ``hold_open_ms``: the hold's own silence ends it). The
+        LLM's reading is waited for until the pause reaches ``unfinished_hold_ms`` - what an "unfinished" would
+        hold it to, so a late reading never makes the caller wait longer than its verdict could; then it is
+        stopped and the words alone decide, as without it (docs/BENCHMARKS.md §36)."""
+        judgement = None
+        if self.turn_words is not None:
+            until_ms = self.tuning.unfinished_hold_ms or self.tuning.hold_open_ms
+            judgement = await self._judged(held, max(0, until_ms - self.detector.silence_ms) / 1000)
+            if judgement is None:
+                self.turn_words.too_late()
+        if judgement is not None:
             hold, words = self._hold_ms(judgement), judgement.words
         else:
-            words = held.question if self.turn_words is not None else await held.words(wait_s)
+            words = await held.words(max(0, self.tuning.hold_open_ms - self.detector.silence_ms) / 1000)
             hold = None if words is None else self.tuning.hold_open_ms if ends_open(words) else 0
         if hold is None or not self._paused_at(turn, last_window) or not self.detector.holding:
             return  # the caller spoke again, or the turn ended meanwhile
@@ -490,6 +498,8 @@ class RealtimeSession:
         turn = self._turn
         if turn is None:
             return
+        if self.turn_words is not None:
+            self.turn_words.too_late()  # the turn is over: a reading under way is of no use
         commit_ns = now_ns()  # the server decides the user's turn is over
         turn.timeline.mark("speech_end", self.input.arrival(last_window))
         turn.audio_end_ms = self.input.ms(last_window + 1)

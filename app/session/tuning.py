@@ -29,7 +29,8 @@ class PipelineTuning:
     #: ``server_vad``: silence that ends a pause whose words the LLM reads as a finished turn (``[vad]
     #: finished_commit_ms``; app/session/turn_words.py), sooner than ``silence_duration_ms``; 0: off. With it on,
     #: words the LLM reads as unfinished are held (``unfinished_hold_ms``); a reading not known by
-    #: ``silence_duration_ms`` holds the pause until it is (at most ``hold_open_ms``).
+    #: ``silence_duration_ms`` holds the pause until it is, at most ``unfinished_hold_ms`` (then it is stopped
+    #: and the pause goes by silence and open words).
     finished_commit_ms: int = 0
     #: The LLM's log P(the caller's message ends here) at which the words count as finished (``[vad]
     #: finished_logprob``).

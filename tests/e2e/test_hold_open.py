@@ -27,10 +27,16 @@ def _quiet_run(audio: np.ndarray, *, from_end: bool) -> int:
     return audio.size - 1 - int(loud[-1]) if from_end else int(loud[0])
 
 
-async def spoken_turn(ws_url: str, wav) -> tuple:
-    """One spoken turn, at real-time pace with 1.5 s of silence after it: its result and its commits."""
+async def spoken_turn(ws_url: str, wav, *, silence_duration_ms: int | None = None) -> tuple:
+    """One spoken turn, at real-time pace with 1.5 s of silence after it (1 s more than a longer
+    ``silence_duration_ms`` for server_vad, if given): its result and its commits."""
     async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.send_wav(str(wav), realtime=True, silence_after_ms=1500)
+        after_ms = 1500
+        if silence_duration_ms is not None:
+            await client.update_session(turn_detection={"type": "server_vad",
+                                                        "silence_duration_ms": silence_duration_ms})
+            after_ms = max(after_ms, silence_duration_ms + 1000)
+        await client.send_wav(str(wav), realtime=True, silence_after_ms=after_ms)
         result = await client.collect_turn(timeout=90)
     return result, [e for e in result.events if e.type == "input_audio_buffer.committed"]
 

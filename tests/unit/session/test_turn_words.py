@@ -3,6 +3,7 @@
 fake engines."""
 
 import asyncio
+import threading
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from app.errors import ConfigError
 from app.profiles import Profile
 from app.session.tuning import PipelineTuning
+from app.session.turn_cue import as_said
 from app.session.turn_words import TurnWords
 from tests.unit.session.fakes import FakeASR, feed, make_session, silence, speech, wait_for, wait_until
 
@@ -20,12 +22,18 @@ FINISHED, UNFINISHED, OPEN = "Where is my order?", "Can I return a filter that I
 class Judge:
     """turn_end_logprob: -10 for the finished question, -16 for anything else; ``delay`` s per call; ``fail``."""
 
-    def __init__(self, delay=0.0, fail=False):
-        self.delay, self.fail, self.asked = delay, fail, []
+    def __init__(self, delay=0.0, fail=False, gate=None):
+        self.delay, self.fail, self.asked, self.stopped, self.gate = delay, fail, [], [], gate
 
     async def turn_end_logprob(self, text, request_id):
         self.asked.append(text)
-        await asyncio.sleep(self.delay)
+        try:
+            await asyncio.sleep(self.delay)
+            if self.gate is not None:
+                await self.gate.wait()
+        except asyncio.CancelledError:
+            self.stopped.append(text)  # the engine aborts the request
+            raise
         if self.fail:
             raise RuntimeError("engine gone")
         return -10.0 if text == FINISHED.rstrip("?") else -16.0
@@ -123,23 +131,69 @@ async def test_unfinished_words_not_ending_open_may_be_held_shorter(text, holds_
     await wait_for(t, "input_audio_buffer.committed")
 
 
-@pytest.mark.parametrize(("delay", "commits_at_once"), [(0.3, False), (0.9, True)])
-async def test_a_late_reading_of_unfinished_words_shortens_the_hold_or_ends_it(delay, commits_at_once):
-    """Held to hold_open_ms while the LLM reads; read as unfinished (not open): held to unfinished_hold_ms, or
-    ended at once if that much silence has passed already."""
-    judge = Judge(delay=delay)
-    session, t, _ = _session([UNFINISHED], judge, unfinished_hold_ms=700)
-    await feed(session, speech(0.8) + silence(0.6))  # held, the reading under way
+@pytest.mark.parametrize(("text", "finished"), [(UNFINISHED, False), (FINISHED, True)])
+async def test_a_reading_not_known_at_server_vads_silence_holds_the_pause_to_unfinished_hold_ms(text, finished):
+    """The reading comes after server_vad's 500 ms (a busy server) but before unfinished_hold_ms (700): it is
+    waited for, and decides as it would have - a finished turn ends now, unfinished words are held to 700 ms."""
+    judge = Judge(gate=asyncio.Event())
+    session, t, _ = _session([text], judge, unfinished_hold_ms=700)
+    await feed(session, speech(0.8) + silence(0.55))  # server_vad's 500 ms have passed, the LLM still reading
     assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
-    if commits_at_once:
-        await feed(session, silence(0.3))  # 0.9 s of silence, the reading not back yet
-        assert "input_audio_buffer.committed" not in t.types()
+    judge.gate.set()  # the reading comes
+    if finished:
         await wait_for(t, "input_audio_buffer.committed")
+        assert session.stats.pauses_finished == 1
         return
-    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the shortened hold")
+    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the unfinished words' hold")
+    await asyncio.sleep(0.1)
     assert "input_audio_buffer.committed" not in t.types()
-    await feed(session, silence(0.2))  # 0.8 s: past 700 ms, well before 1.5 s
+    await feed(session, silence(0.2))  # 0.75 s in all: past 700 ms, well before hold_open_ms (1.5 s)
     await wait_for(t, "input_audio_buffer.committed")
+    assert session.stats.pauses_finished == 0
+
+
+@pytest.mark.parametrize(("text", "committed"), [(UNFINISHED, True), (FINISHED, True), (OPEN, False)])
+async def test_a_reading_not_known_by_unfinished_hold_ms_is_stopped_and_the_words_alone_decide(text, committed):
+    """A reading that would come later still: at unfinished_hold_ms it is stopped (the engine aborts it) and the
+    words alone decide - words that may end a turn end it there, open words are held (they need no reading)."""
+    judge = Judge(delay=2.0)
+    session, t, _ = _session([text], judge, unfinished_hold_ms=700)
+    await feed(session, speech(0.8) + silence(0.55))  # past server_vad's 500 ms: held for the reading
+    if committed:
+        assert "input_audio_buffer.committed" not in t.types()
+        await wait_for(t, "input_audio_buffer.committed")  # ~150 ms later: the pause reached 700 ms
+        await wait_until(lambda: judge.stopped, what="the reading stopped")
+        assert judge.stopped == judge.asked
+    else:
+        await wait_until(lambda: session.stats.pauses_held_open == 1, what="the open words' hold")
+        assert not judge.asked
+        await asyncio.sleep(0.3)
+        assert "input_audio_buffer.committed" not in t.types()
+    assert session.stats.pauses_finished == 0
+
+
+async def test_words_known_only_after_unfinished_hold_ms_are_not_read():
+    gate = threading.Event()
+    judge = Judge()
+    session, t, stack = _session([FINISHED], judge, unfinished_hold_ms=700)
+    stack.asr.gate = gate  # the held reply's transcription waits
+    await feed(session, speech(0.8) + silence(0.6))
+    assert session.detector.holding, "held while the words are transcribed"
+    await asyncio.sleep(0.3)  # the reading's wait (to 700 ms) is over
+    gate.set()
+    await wait_for(t, "input_audio_buffer.committed")  # the words known: not open, the turn ends
+    await asyncio.sleep(0.1)
+    assert not judge.asked and session.stats.pauses_finished == 0
+
+
+async def test_the_reading_of_a_pause_the_caller_talks_through_is_stopped():
+    judge = Judge(delay=0.5)
+    session, t, _ = _session([UNFINISHED, FINISHED], judge)
+    await feed(session, speech(0.8) + silence(0.2))
+    await wait_until(lambda: judge.asked, what="the first pause read")
+    await feed(session, speech(0.6) + silence(0.15))  # the caller goes on; a second pause
+    await wait_until(lambda: judge.stopped, what="the first reading stopped")
+    assert judge.stopped == [as_said(UNFINISHED)]
 
 
 @pytest.mark.parametrize(("key", "value"), [("unfinished_hold_ms", -5), ("unfinished_hold_ms", "700"),
@@ -161,20 +215,3 @@ def test_the_options_are_read_from_the_profile_and_off_by_default():
     assert bare.finished_commit_ms == 0
     session, _, _ = make_session(speculative=True)
     assert session.turn_words is None
-
-
-@pytest.mark.parametrize(("text", "held"), [(UNFINISHED, True), (FINISHED, False)])
-async def test_a_reading_not_known_at_server_vads_silence_holds_the_pause_until_it_is(text, held):
-    judge = Judge(delay=0.5)
-    session, t, _ = _session([text], judge)
-    await feed(session, speech(0.8) + silence(0.6))  # server_vad's 500 ms pass while the LLM reads
-    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
-    if not held:  # a finished turn: committed as soon as the reading is known
-        await wait_for(t, "input_audio_buffer.committed")
-        assert session.stats.pauses_finished == 1 and session.stats.pauses_held_open == 0
-        return
-    await wait_until(lambda: session.stats.pauses_held_open == 1, what="the unfinished words' hold")
-    await asyncio.sleep(0.1)
-    assert "input_audio_buffer.committed" not in t.types()
-    await feed(session, silence(1.0))  # 1.6 s in all: past the 1.5 s hold
-    await wait_for(t, "input_audio_buffer.committed")
