@@ -443,7 +443,7 @@ class RealtimeSession:
             until_ms = self.tuning.unfinished_hold_ms or self.tuning.hold_open_ms
             judgement = await self._judged(held, max(0, until_ms - self.detector.silence_ms) / 1000)
             if judgement is None:
-                self.turn_words.too_late()
+                self.turn_words.too_late(held)
         if judgement is not None:
             hold, words = self._hold_ms(judgement), judgement.words
         else:

@@ -75,11 +75,12 @@ class TurnWords:
         assert reading.task is not None
         return reading.task
 
-    def too_late(self) -> None:
+    def too_late(self, held: Reply | None = None) -> None:
         """The pause is decided without the reading under way (it did not come by ``unfinished_hold_ms``, or the
         turn ended): it stops, or never starts - one that comes later is of no use and only takes the CPU that
-        the replies need (docs/BENCHMARKS.md §36). A finished reading stays."""
-        if self._reading is not None:
+        the replies need (docs/BENCHMARKS.md §36). A finished reading stays; with ``held``, only that held
+        reply's reading stops (a later pause's is not this one's to stop)."""
+        if self._reading is not None and (held is None or self._reading.held is held):
             self._reading.stop()
 
     async def _judge(self, reading: _Reading) -> Judgement | None:

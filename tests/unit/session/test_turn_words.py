@@ -215,3 +215,30 @@ def test_the_options_are_read_from_the_profile_and_off_by_default():
     assert bare.finished_commit_ms == 0
     session, _, _ = make_session(speculative=True)
     assert session.turn_words is None
+
+
+async def test_a_late_reading_stops_only_its_own_pause():
+    """A held reply's reading that is too late stops; the reading of a later pause is another's."""
+    judge = Judge(delay=2.0)
+    words = TurnWords(judge, -13.0, spawn=asyncio.ensure_future, wait_s=1.0)
+    first, second = _Held(UNFINISHED), _Held(FINISHED)
+    words.judge(first)
+    await wait_until(lambda: len(judge.asked) == 1, what="the first reading")
+    task = words.judge(second)  # the caller went on: the first pause's reading stops
+    await wait_until(lambda: len(judge.stopped) == 1, what="the first reading stopped")
+    await wait_until(lambda: len(judge.asked) == 2, what="the second reading")
+    words.too_late(first)  # the first pause's late settling: not the second's to stop
+    await asyncio.sleep(0.05)
+    assert judge.stopped == [as_said(UNFINISHED)] and not task.done()
+    words.too_late(second)
+    assert await task is None and judge.stopped == [as_said(UNFINISHED), as_said(FINISHED)]
+
+
+class _Held:
+    """What TurnWords needs of a held reply: its words."""
+
+    def __init__(self, text):
+        self.text = text
+
+    async def words(self, timeout_s):
+        return self.text
