@@ -7,7 +7,8 @@ end open (``app/session/turn_cue.py``) go on without asking. With ``server_vad``
 words are a finished turn after ``[vad] finished_commit_ms`` of silence, sooner than ``silence_duration_ms``, and
 holds a pause whose words it reads as unfinished to ``[vad] unfinished_hold_ms`` (app/session/session.py); a
 reading not known by ``silence_duration_ms`` holds the pause until it is, at most ``unfinished_hold_ms``; then it
-is stopped and the pause goes by silence and open words, as without it. Thresholds from the endpointing benchmark (``scripts/bench_endpointing.py --words``, docs/BENCHMARKS.md §35).
+is stopped and the pause goes by silence and open words, as without it. Thresholds from the endpointing
+benchmark (``scripts/bench_endpointing.py --words``, docs/BENCHMARKS.md §35).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ class TurnWords:
             current = asyncio.current_task()
             if reading.late and (current is None or not current.cancelling()):
                 log.info("the reading of %r came too late: stopped after %.0f ms", said[-40:],
-                          (loop.time() - t0) * 1000)
+                         (loop.time() - t0) * 1000)
                 return None
             raise
         except Exception:  # the pause then ends on silence, as without the judgement
