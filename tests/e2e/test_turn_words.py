@@ -1,4 +1,6 @@
-"""The LLM's reading of the caller's words ends a pause end to end (``[vad] finished_commit_ms``, cpu-base): a whole
+"""The LLM's reading of the caller's words ends a pause end to end (``[vad] finished_commit_ms``, cpu-base-words:
+a second server over the test server's engines, its sessions tuned by that profile; the default, cpu-base, reads
+no words since docs/BENCHMARKS.md §37): a whole
 question is committed on the served model's "finished" before server_vad's own silence would, and a question
 broken off after "...that I" (a word the list of open words does not hold) is held through a pause longer than
 server_vad's 500 ms and stays one turn. The reading is the model's: a test of the words Whisper hears, not of a
@@ -10,11 +12,16 @@ the whole question is asked with a 1.5 s ``silence_duration_ms`` (committed on t
 the broken-off one is held either by its "unfinished" or while its reading is still due (to ``unfinished_hold_ms``,
 700 ms): without the reading server_vad would end it at 500 ms."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+import pytest_asyncio
 import soundfile as sf
 from prometheus_client import REGISTRY
 
+from app.sdk import RealtimeClient
+from tests.conftest import TEST_KEY, TEST_ORIGIN
 from tests.e2e.test_hold_open import _quiet_run, spoken_turn
 
 pytestmark = pytest.mark.engines
@@ -24,10 +31,29 @@ def _counter(name: str) -> float:
     return REGISTRY.get_sample_value(name) or 0.0
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def words_server(server):
+    """A server over the test server's engines (no second load) whose sessions run cpu-base-words's tuning."""
+    from app.gateway import ApiKeys, GatewayLimits
+    from app.profiles import load_profile
+    from app.server import Server
+
+    srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(origins=(TEST_ORIGIN,)))
+    await srv.listen()
+    srv.attach(replace(server.stack, profile=load_profile("cpu-base-words")))
+    yield srv
+    await srv.close()
+
+
+@pytest.fixture(scope="module")
+def words_url(words_server) -> str:
+    return f"ws://127.0.0.1:{words_server.port}/v1/realtime"
+
+
 @pytest.fixture(scope="module")
 def broken_off(speak, tmp_path_factory):
     """ "Can I return a filter that I" and "already opened?", ~0.6 s of silence between: past server_vad's 500 ms,
-    inside cpu-base's unfinished_hold_ms (700 ms)."""
+    inside cpu-base-words's unfinished_hold_ms (700 ms)."""
     head, rate = sf.read(speak("Can I return a filter that I"), dtype="int16")
     tail, _ = sf.read(speak("already opened?"), dtype="int16")
     tail = tail[_quiet_run(tail, from_end=False):]
@@ -37,11 +63,10 @@ def broken_off(speak, tmp_path_factory):
     return path
 
 
-async def test_a_whole_question_is_committed_on_the_models_reading(server, ws_url, speak):
-    vad = server.stack.profile.stage("vad")
-    assert vad.get("finished_commit_ms"), "the test server runs cpu-base, which reads the words"
+async def test_a_whole_question_is_committed_on_the_models_reading(words_server, words_url, speak):
+    assert words_server.stack.profile.stage("vad").get("finished_commit_ms"), "cpu-base-words reads the words"
     before = _counter("sub250_pauses_finished_total")
-    result, _ = await spoken_turn(ws_url, speak("How do I put the purifier into pairing mode?"),
+    result, _ = await spoken_turn(words_url, speak("How do I put the purifier into pairing mode?"),
                                   silence_duration_ms=1500)
     assert result.status == "completed" and "pairing" in result.transcript.lower(), result.transcript
     assert _counter("sub250_pauses_finished_total") == before + 1, "committed on the words' reading"
@@ -50,8 +75,20 @@ async def test_a_whole_question_is_committed_on_the_models_reading(server, ws_ur
     print("endpoint_delay", endpoint)
 
 
-async def test_words_the_model_reads_as_unfinished_hold_the_pause(server, ws_url, broken_off):
-    result, committed = await spoken_turn(ws_url, broken_off)
+async def test_words_the_model_reads_as_unfinished_hold_the_pause(words_url, broken_off):
+    result, committed = await spoken_turn(words_url, broken_off)
     text = result.transcript.lower()
     assert result.status == "completed" and "filter" in text and "opened" in text, result.transcript
     assert len(committed) == 1, "one turn: the pause after 'that I' did not end it"
+
+
+async def test_without_the_reading_the_same_pause_ends_the_turn(ws_url, broken_off):
+    """The default (cpu-base) reads no words: server_vad's 500 ms ends the pause after "that I" - what the test
+    above holds is the reading's doing."""
+    async with RealtimeClient(ws_url, TEST_KEY) as client:
+        await client.send_wav(str(broken_off), realtime=True, silence_after_ms=1500)
+        seen = []
+        while len(seen) < 2:  # a pause held through would leave one commit: the wait below runs out
+            ev = await client.next_event(timeout=30)
+            if ev.type == "input_audio_buffer.committed":
+                seen.append(ev)

@@ -62,9 +62,9 @@ def test_bad_toml_is_a_clear_error(tmp_path):
     assert "bad.toml" in str(err.value)
 
 
-def test_cpu_base_reads_the_words_at_a_pause_and_its_comparison_profile_does_not():
+def test_cpu_base_words_reads_the_words_at_a_pause_and_the_default_does_not():
     words = {n: (lambda t: (t.finished_commit_ms, t.finished_logprob, t.unfinished_hold_ms, t.hold_open_ms))(
-        PipelineTuning.from_profile(load_profile(n))) for n in ("cpu-base", "cpu-base-no-words", "cpu-tiny")}
-    assert words["cpu-base"] == (200, -4.0, 700, 1000)
-    assert words["cpu-base-no-words"][0] == 0 and words["cpu-base-no-words"][3] == 1000
+        PipelineTuning.from_profile(load_profile(n))) for n in ("cpu-base", "cpu-base-words", "cpu-tiny")}
+    assert words["cpu-base-words"] == (200, -4.0, 700, 1000)
+    assert words["cpu-base"][0] == 0 and words["cpu-base"][3] == 1000
     assert words["cpu-tiny"][0] == 0
