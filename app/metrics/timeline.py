@@ -39,7 +39,7 @@ CEILINGS = {
 }
 SPANS = ("network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client")
 BESIDE = ("endpoint_delay", "voice_to_voice", "tts_first_audio", "tokens_per_s", "spec_acceptance", "retrieval_ahead",
-          "tool_choice", "tool", "asr_wait", "asr_compute")
+          "tool_choice", "tool", "asr_wait", "asr_compute", "tts_wait")
 #: The spans (of SPANS and BESIDE) that are one mark's difference to another: name -> (from, to). ``prompt`` is one
 #: too, from the later of two marks (see ``TurnTimeline.intervals``); the others are measured, or not durations.
 MARK_SPANS = {
@@ -151,6 +151,7 @@ class TurnTimeline:
         s["tool"] = self.measured.get("tool")
         s["asr_wait"] = self.measured.get("asr_wait")
         s["asr_compute"] = self.measured.get("asr_compute")
+        s["tts_wait"] = self.measured.get("tts_wait")
         return s
 
     def verdict(self) -> tuple[bool | None, list[str]]:

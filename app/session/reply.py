@@ -35,6 +35,7 @@ from app.session.stats import SessionStats
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
 from app.tools import ToolArgumentsError, ToolCall
+from app.tts.base import SpeechNeed
 
 log = logging.getLogger(__name__)
 
@@ -257,6 +258,10 @@ class Reply:
         """How urgent this reply's transcript is: committed work once live, speculative while held."""
         return Need.FINAL if self.state is ReplyState.LIVE else Need.AHEAD
 
+    def _speech_need(self) -> SpeechNeed:
+        """How urgent this reply's first audio is: the caller waits for it once live; speculative while held."""
+        return SpeechNeed.FIRST if self.state is ReplyState.LIVE else SpeechNeed.AHEAD
+
     async def _question(self) -> str:
         """The caller's words: transcribed now (a spoken turn) or already known (text)."""
         turn = self.turn
@@ -332,7 +337,8 @@ class Reply:
         self.output.send(ev.item_added(item, self.conversation.last_id))
         self.output.send(ev.content_part_added(self.id, self.item_id, ev.content_part(part, "")))
         self._speaker = speaker = stages.Speaker(self.stack.tts, tl, self._send_audio,
-                                                 first_clause=self.tuning.first_clause) if opts.audio else None
+                                                 first_clause=self.tuning.first_clause,
+                                                 first_need=self._speech_need) if opts.audio else None
         if speaker is not None and self._speech_held:
             speaker.hold()
         self._answering = True

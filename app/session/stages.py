@@ -30,7 +30,7 @@ from app.rag.base import BaseRetriever
 from app.session.tuning import PipelineTuning
 from app.session.turn import UserTurn
 from app.tools import ToolCall, ToolCaller
-from app.tts.base import TTSEngine
+from app.tts.base import SpeechNeed, TTSEngine
 from app.tts.chunker import SentenceChunker
 
 log = logging.getLogger(__name__)
@@ -185,11 +185,15 @@ class Speaker:
 
     ``put`` never blocks the generation; a worker synthesizes on the TTS engine's threads and hands each
     ``AUDIO_DELTA_MS`` piece to ``emit(piece, words)``, ``words`` being its share of the chunk's words (so that
-    what was heard can be told in words). Marks ``first_audio`` when the first chunk is synthesized."""
+    what was heard can be told in words). Marks ``first_audio`` when the first chunk is synthesized, and measures
+    ``tts_wait``, how long that chunk waited for one of the engine's threads. ``first_need``: how urgent the first
+    chunk is (read each time a thread frees: a reply held at a pause asks as ``AHEAD``, then ``FIRST`` once
+    committed); later chunks ask as ``LATER``."""
 
     def __init__(self, tts: TTSEngine, timeline: TurnTimeline, emit: Callable[[memoryview, float], None], *,
-                 first_clause: bool) -> None:
+                 first_clause: bool, first_need: Callable[[], SpeechNeed] = lambda: SpeechNeed.FIRST) -> None:
         self.tts, self.timeline, self.emit = tts, timeline, emit
+        self._first_need = first_need
         self.chunker = SentenceChunker(first_clause=first_clause)
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._resampler = StreamResampler(tts.sample_rate, OUTPUT_RATE)
@@ -233,22 +237,29 @@ class Speaker:
         """The worker has ended: everything was handed on, it was stopped, or synthesis failed."""
         return self._task.done()
 
-    def _synthesize(self, text: str | None) -> tuple[bytes, int]:
-        """(PCM16 at the wire's rate, when the synthesis finished) - on the TTS engine's thread. ``None``: the
-        end of the reply, what the resampler still holds."""
+    def _synthesize(self, text: str | None) -> tuple[bytes, int, int]:
+        """(PCM16 at the wire's rate, when the synthesis started, when it finished) - on the TTS engine's
+        thread. ``None``: the end of the reply, what the resampler still holds."""
+        start_ns = now_ns()
         if text is None:
-            return float32_to_pcm16(self._resampler.process(np.zeros(0, dtype=np.float32), last=True)), now_ns()
+            return (float32_to_pcm16(self._resampler.process(np.zeros(0, dtype=np.float32), last=True)),
+                    start_ns, now_ns())
         chunks = list(self.tts.synthesize(text))
         done_ns = now_ns()
         pcm = b"".join(float32_to_pcm16(self._resampler.process(pcm16_to_float32(c.pcm16))) for c in chunks)
-        return pcm, done_ns
+        return pcm, start_ns, done_ns
 
     async def _work(self) -> None:
         step = OUTPUT_RATE * AUDIO_DELTA_MS // 1000 * 2
         while True:
             text = await self._queue.get()
             await self._going.wait()
-            pcm, done_ns = await self.tts.run(self._synthesize, text)
+            first = text is not None and not self.timeline.has("first_audio")
+            asked_ns = now_ns()
+            pcm, start_ns, done_ns = await self.tts.speak(self._synthesize, text,
+                                                          need=self._first_need if first else SpeechNeed.LATER)
+            if first:
+                self.timeline.measured["tts_wait"] = (start_ns - asked_ns) / 1e6
             if text is not None:
                 self.timeline.mark("first_audio", done_ns)
             view = memoryview(pcm)

@@ -1,13 +1,38 @@
-"""The TTS interface: a blocking ``synthesize`` each engine implements; the session runs it on the engine's
-own threads (``await tts.run(...)``)."""
+"""The TTS interface: a blocking ``synthesize`` each engine implements, and ``speak``, the async call the session
+uses: ``workers`` syntheses at a time per engine, on the engine's own threads, the most urgent waiting one of
+every session first (:class:`SpeechNeed`): a reply's first chunk, which the caller waits for in silence, is not
+queued behind another reply's later sentences, which its caller is still hearing the earlier ones of; with two
+or more threads, later chunks never take the last one, so a first chunk waits at most for another first chunk."""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+import asyncio
+import enum
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from app.engine import ThreadedEngine
+from app.priority_slots import PrioritySlots
+
+T = TypeVar("T")
+
+#: ``[tts] scheduling``: "need" serves waiting syntheses by :class:`SpeechNeed`; "arrival" in turn (the
+#: scheduling before it, kept to compare: profile cpu-base-tts-arrival).
+SCHEDULING = ("need", "arrival")
+
+
+class SpeechNeed(enum.IntEnum):
+    """Why a chunk is synthesized, most urgent first: the order in which waiting syntheses of all sessions get
+    the engine's threads (a running synthesis is never interrupted)."""
+
+    #: A live reply's first chunk: its caller hears nothing until it is done.
+    FIRST = 0
+    #: The first chunk of a reply held at a pause (served as FIRST once the commit adopts the reply).
+    AHEAD = 1
+    #: A later chunk: its caller is hearing the chunks before it meanwhile.
+    LATER = 2
 
 
 @dataclass(frozen=True)
@@ -26,12 +51,33 @@ class TTSEngine(ThreadedEngine, abc.ABC):
     name = "tts"
     sample_rate: int
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, *, fifo: bool = False) -> None:
         super().__init__(workers=workers)
+        self._slots = PrioritySlots(workers, fifo=fifo)
+        #: Threads a later chunk leaves free for first chunks: the last one, when there are two or more (none
+        #: under "arrival": the scheduling before need, kept as it was).
+        self._later_leaves = 1 if workers > 1 and not fifo else 0
 
     @abc.abstractmethod
     def load(self) -> None: ...
 
     @abc.abstractmethod
     def synthesize(self, text: str) -> Iterator[AudioChunk]:
-        """Yield one chunk per sentence (blocking, CPU-heavy: run it with :meth:`run`)."""
+        """Yield one chunk per sentence (blocking, CPU-heavy: run it with :meth:`speak`)."""
+
+    async def speak(self, fn: Callable[..., T], *args: Any,
+                    need: SpeechNeed | Callable[[], SpeechNeed] = SpeechNeed.FIRST) -> T:
+        """``fn(*args)`` - a synthesis - on the engine's threads, ``workers`` at a time; waiting ones are served
+        by ``need`` (a callable is read each time a thread frees), then by arrival. Cancelling one that waits
+        means it never runs; cancelling one that runs returns at once, but its thread stays taken (and the
+        next waits) until the synthesis has really finished. A ``LATER`` one leaves a thread free for first
+        chunks (two threads or more)."""
+        later = (need() if callable(need) else need) == SpeechNeed.LATER
+        await self._slots.acquire(need, leave_free=self._later_leaves if later else 0)
+        try:
+            running = asyncio.ensure_future(self.run(fn, *args))
+        except BaseException:
+            self._slots.release()
+            raise
+        running.add_done_callback(lambda _: self._slots.release())
+        return await asyncio.shield(running)

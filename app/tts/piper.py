@@ -7,15 +7,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.errors import ModelError
-from app.tts.base import AudioChunk, TTSEngine
+from app.errors import ConfigError, ModelError
+from app.tts.base import SCHEDULING, AudioChunk, TTSEngine
 
 
 class PiperTTS(TTSEngine):
     name = "piper"
 
     def __init__(self, model: Path, config: Path, cfg: dict[str, Any]) -> None:
-        super().__init__(workers=int(cfg.get("workers", 2)))
+        scheduling = cfg.get("scheduling", "need")
+        if scheduling not in SCHEDULING:
+            raise ConfigError(f"[tts] scheduling = {scheduling!r} is not one of {sorted(SCHEDULING)}",
+                              '"need" synthesizes first chunks before later ones; "arrival" each in turn')
+        super().__init__(workers=int(cfg.get("workers", 2)), fifo=scheduling == "arrival")
+        self.scheduling = scheduling
         self.model_path = model
         self.config_path = config
         self.cfg = cfg
@@ -58,4 +63,4 @@ class PiperTTS(TTSEngine):
         from importlib.metadata import version
 
         return {"engine": f"piper-tts {version('piper-tts')}", "voice": self.model_path.name,
-                "sample_rate": self.sample_rate}
+                "sample_rate": self.sample_rate, "scheduling": self.scheduling}

@@ -68,3 +68,9 @@ def test_cpu_base_words_reads_the_words_at_a_pause_and_the_default_does_not():
     assert words["cpu-base-words"] == (200, -4.0, 700, 1000)
     assert words["cpu-base"][0] == 0 and words["cpu-base"][3] == 1000
     assert words["cpu-tiny"][0] == 0
+
+
+def test_speech_is_scheduled_by_need_except_in_its_comparison_profile():
+    scheduling = {n: load_profile(n).stage("tts").get("scheduling") for n in ("cpu-base", "cpu-base-tts-arrival")}
+    assert scheduling == {"cpu-base": "need", "cpu-base-tts-arrival": "arrival"}
+    assert load_profile("cpu-base-tts-arrival").stage("asr") == load_profile("cpu-base").stage("asr")

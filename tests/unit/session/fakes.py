@@ -170,10 +170,10 @@ class ToneTTS(TTSEngine):
     """``seconds`` of a constant level per synthesis: the n-th call (from 0) gives ``1000 * (n + 1)``, so the
     order of the audio can be told. ``gate``: a ``threading.Event`` each synthesis waits for (``entered`` is
     set once one is running). One worker thread, so ``await tts.run(lambda: None)`` waits for a synthesis in
-    flight."""
+    flight (``workers``: more). ``fifo``: syntheses served in turn, not by need (``[tts] scheduling = "arrival"``)."""
 
-    def __init__(self, sample_rate=24000, seconds=0.25, gate=None):
-        super().__init__(workers=1)
+    def __init__(self, sample_rate=24000, seconds=0.25, gate=None, fifo=False, workers=1):
+        super().__init__(workers=workers, fifo=fifo)
         self.sample_rate, self.seconds, self.gate = sample_rate, seconds, gate
         self.texts = []
         self.entered = threading.Event()
