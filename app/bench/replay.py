@@ -86,6 +86,10 @@ async def run_session(cfg: ReplayConfig, index: int, utts: list[Utterance], sink
                     client_m["voice_to_voice"] = (result.first_audio_ns - speech_end_ns) / 1e6
                 if result.first_audio_ns:
                     client_m["file_end_to_audio"] = (result.first_audio_ns - last_speech_ns) / 1e6
+                    audio_item = next(e.data.get("item_id", "") for e in reversed(result.events)
+                                      if e.type == "response.output_audio.delta")
+                    # what a real-time player of the reply heard as silence between its deltas
+                    client_m["audio_stall"] = client.playback.stalled(audio_item)
                 record["client"] = client_m
             except (asyncio.TimeoutError, ConnectionLost) as exc:
                 sender.cancel()

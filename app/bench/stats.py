@@ -9,7 +9,7 @@ import numpy as np
 
 from app.metrics.timeline import BESIDE, SPANS
 
-CLIENT = ("client_ttft_client", "client_voice_to_voice", "client_rtt")
+CLIENT = ("client_ttft_client", "client_voice_to_voice", "client_rtt", "client_audio_stall")
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -21,6 +21,8 @@ class _ItemAudio:
     ends_ns: int = 0
     #: The position the application reported (ms), if any.
     reported_ms: float | None = None
+    #: Silence inside the reply so far (ms): deltas that arrived after the audio before them had played out.
+    stalled_ms: float = 0.0
 
 
 class Playback:
@@ -33,6 +35,8 @@ class Playback:
         cur = self._current
         if cur is None or cur.item_id != item_id:
             cur = self._current = _ItemAudio(item_id)
+        if cur.ends_ns and now_ns > cur.ends_ns:
+            cur.stalled_ms += (now_ns - cur.ends_ns) / 1e6
         cur.ends_ns = max(cur.ends_ns, now_ns) + int(ms * 1e6)
         cur.received_ms += ms
 
@@ -51,6 +55,13 @@ class Playback:
         now_ns = time.perf_counter_ns() if now_ns is None else now_ns
         left_ms = max(0.0, (cur.ends_ns - now_ns) / 1e6)
         return cur.item_id, max(0.0, cur.received_ms - left_ms), cur.received_ms
+
+    def stalled(self, item_id: str) -> float | None:
+        """Ms of silence the player met inside ``item_id``'s audio so far (a delta that came after the audio
+        before it had played out: speech synthesis or the network falling behind real time); None when
+        ``item_id`` is not the reply playing or last played."""
+        cur = self._current
+        return cur.stalled_ms if cur is not None and cur.item_id == item_id else None
 
     def interrupt(self, now_ns: int | None = None) -> tuple[str, int] | None:
         """The caller talks over the reply: stop playing. Returns (item id, ms played) when it was cut short

@@ -338,7 +338,8 @@ class Reply:
         self.output.send(ev.content_part_added(self.id, self.item_id, ev.content_part(part, "")))
         self._speaker = speaker = stages.Speaker(self.stack.tts, tl, self._send_audio,
                                                  first_clause=self.tuning.first_clause,
-                                                 first_need=self._speech_need) if opts.audio else None
+                                                 first_need=self._speech_need,
+                                                 playback_left_ms=self.playback_left_ms) if opts.audio else None
         if speaker is not None and self._speech_held:
             speaker.hold()
         self._answering = True

@@ -188,12 +188,19 @@ class Speaker:
     what was heard can be told in words). Marks ``first_audio`` when the first chunk is synthesized, and measures
     ``tts_wait``, how long that chunk waited for one of the engine's threads. ``first_need``: how urgent the first
     chunk is (read each time a thread frees: a reply held at a pause asks as ``AHEAD``, then ``FIRST`` once
-    committed); later chunks ask as ``LATER``."""
+    committed); later chunks ask as ``LATER``, and become due (``SpeechNeed.DUE``) once the reply's audio left
+    to play (``playback_left_ms``) is down to :attr:`DUE_MARGIN_MS`."""
+
+    #: A later chunk still waiting for a thread when its reply has this much audio left to play becomes due:
+    #: time for its synthesis on two busy cores (a long sentence at N=4 took up to ~800 ms, docs/BENCHMARKS.md §38).
+    DUE_MARGIN_MS = 1500.0
 
     def __init__(self, tts: TTSEngine, timeline: TurnTimeline, emit: Callable[[memoryview, float], None], *,
-                 first_clause: bool, first_need: Callable[[], SpeechNeed] = lambda: SpeechNeed.FIRST) -> None:
+                 first_clause: bool, first_need: Callable[[], SpeechNeed] = lambda: SpeechNeed.FIRST,
+                 playback_left_ms: Callable[[], float] | None = None) -> None:
         self.tts, self.timeline, self.emit = tts, timeline, emit
         self._first_need = first_need
+        self._playback_left_ms = playback_left_ms
         self.chunker = SentenceChunker(first_clause=first_clause)
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._resampler = StreamResampler(tts.sample_rate, OUTPUT_RATE)
@@ -256,8 +263,13 @@ class Speaker:
             await self._going.wait()
             first = text is not None and not self.timeline.has("first_audio")
             asked_ns = now_ns()
-            pcm, start_ns, done_ns = await self.tts.speak(self._synthesize, text,
-                                                          need=self._first_need if first else SpeechNeed.LATER)
+            if first:
+                pcm, start_ns, done_ns = await self.tts.speak(self._synthesize, text, need=self._first_need)
+            else:
+                left = None if self._playback_left_ms is None else self._playback_left_ms()
+                due_s = None if left is None else max(0.0, left - self.DUE_MARGIN_MS) / 1000
+                pcm, start_ns, done_ns = await self.tts.speak(self._synthesize, text, need=SpeechNeed.LATER,
+                                                              due_s=due_s)
             if first:
                 self.timeline.measured["tts_wait"] = (start_ns - asked_ns) / 1e6
             if text is not None:

@@ -2,7 +2,8 @@
 uses: ``workers`` syntheses at a time per engine, on the engine's own threads, the most urgent waiting one of
 every session first (:class:`SpeechNeed`): a reply's first chunk, which the caller waits for in silence, is not
 queued behind another reply's later sentences, which its caller is still hearing the earlier ones of; with two
-or more threads, later chunks never take the last one, so a first chunk waits at most for another first chunk."""
+or more threads, later chunks never take the last one, so a first chunk waits at most for another first chunk -
+unless a later chunk has waited so long that its reply is about to fall silent: it is then due, and served next."""
 
 from __future__ import annotations
 
@@ -29,10 +30,13 @@ class SpeechNeed(enum.IntEnum):
 
     #: A live reply's first chunk: its caller hears nothing until it is done.
     FIRST = 0
+    #: A later chunk not synthesized while its reply had audio enough left to play: it is due (its caller would
+    #: hear a silence inside the reply), and may take any thread.
+    DUE = 1
     #: The first chunk of a reply held at a pause (served as FIRST once the commit adopts the reply).
-    AHEAD = 1
+    AHEAD = 2
     #: A later chunk: its caller is hearing the chunks before it meanwhile.
-    LATER = 2
+    LATER = 3
 
 
 @dataclass(frozen=True)
@@ -66,14 +70,20 @@ class TTSEngine(ThreadedEngine, abc.ABC):
         """Yield one chunk per sentence (blocking, CPU-heavy: run it with :meth:`speak`)."""
 
     async def speak(self, fn: Callable[..., T], *args: Any,
-                    need: SpeechNeed | Callable[[], SpeechNeed] = SpeechNeed.FIRST) -> T:
+                    need: SpeechNeed | Callable[[], SpeechNeed] = SpeechNeed.FIRST, due_s: float | None = None) -> T:
         """``fn(*args)`` - a synthesis - on the engine's threads, ``workers`` at a time; waiting ones are served
         by ``need`` (a callable is read each time a thread frees), then by arrival. Cancelling one that waits
         means it never runs; cancelling one that runs returns at once, but its thread stays taken (and the
         next waits) until the synthesis has really finished. A ``LATER`` one leaves a thread free for first
-        chunks (two threads or more)."""
+        chunks (two threads or more), for ``due_s`` at most if given: then it asks again as ``DUE``."""
         later = (need() if callable(need) else need) == SpeechNeed.LATER
-        await self._slots.acquire(need, leave_free=self._later_leaves if later else 0)
+        if later and self._later_leaves and due_s is not None:
+            try:
+                await asyncio.wait_for(self._slots.acquire(need, leave_free=self._later_leaves), max(0.0, due_s))
+            except TimeoutError:  # a thread granted as the wait ran out was handed back by acquire
+                await self._slots.acquire(SpeechNeed.DUE)
+        else:
+            await self._slots.acquire(need, leave_free=self._later_leaves if later else 0)
         try:
             running = asyncio.ensure_future(self.run(fn, *args))
         except BaseException:

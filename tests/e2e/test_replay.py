@@ -27,6 +27,7 @@ async def test_replay_script_writes_the_report(ws_url, small_corpus, tmp_path):
         assert t["status"] == "completed" and t["latency"]["final"]
         assert t["transcript"] and t["reference"]
         assert t["client"]["voice_to_voice"] > 0 and t["client"]["ttft_client"] > 0
+        assert 0 <= t["client"]["audio_stall"] < t["reply_audio_s"] * 1000 + 60_000  # measured, whatever it is
     summary = json.loads((out / "summary.json").read_text())
     assert summary["normal/N=2"]["completed"] == 4
     assert "p95" in stdout and "met the 250 ms budget" in stdout and "WER" in stdout

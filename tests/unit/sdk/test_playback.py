@@ -29,6 +29,18 @@ def test_a_gap_in_the_deltas_is_a_gap_in_the_sound_and_a_finished_reply_needs_no
     assert p.interrupt(now_ns=900 * MS) is None  # all of it was heard
 
 
+def test_the_silence_inside_a_reply_is_counted_per_item():
+    p = Playback()
+    p.received("item_1", 100, now_ns=0)
+    p.received("item_1", 100, now_ns=50 * MS)  # in time: queued behind the first
+    assert p.stalled("item_1") == 0
+    p.received("item_1", 100, now_ns=450 * MS)  # the first 200 ms had played out at 200: 250 ms of silence
+    p.received("item_1", 100, now_ns=500 * MS)
+    assert p.stalled("item_1") == 250 and p.stalled("item_2") is None
+    p.received("item_2", 100, now_ns=10_000 * MS)  # a new reply: the wait before its first audio is no stall
+    assert p.stalled("item_2") == 0 and p.stalled("item_1") is None
+
+
 def test_the_applications_own_position_wins_and_a_new_item_starts_afresh():
     p = Playback()
     p.received("item_1", 300, now_ns=0)

@@ -16,9 +16,9 @@ from app.tts.piper import PiperTTS
 from tests.unit.session.fakes import ToneTTS
 
 
-async def _busy(tts: ToneTTS) -> asyncio.Task:
-    """The engine's one thread taken by a synthesis that waits for ``tts.gate``."""
-    task = asyncio.ensure_future(tts.speak(lambda: list(tts.synthesize("busy"))))
+async def _busy(tts: ToneTTS, need: SpeechNeed = SpeechNeed.FIRST) -> asyncio.Task:
+    """A thread of the engine taken by a synthesis (asked with ``need``) that waits for ``tts.gate``."""
+    task = asyncio.ensure_future(tts.speak(lambda: list(tts.synthesize("busy")), need=need))
     await asyncio.to_thread(tts.entered.wait, 5)
     return task
 
@@ -95,17 +95,31 @@ async def test_the_speakers_first_chunk_asks_by_its_replys_need_and_the_rest_as_
     asked = []
 
     class Recording(ToneTTS):
-        async def speak(self, fn, *args, need=SpeechNeed.FIRST):
-            asked.append(need() if callable(need) else need)
-            return await super().speak(fn, *args, need=need)
+        async def speak(self, fn, *args, need=SpeechNeed.FIRST, due_s=None):
+            asked.append((need() if callable(need) else need, due_s))
+            return await super().speak(fn, *args, need=need, due_s=due_s)
 
     tl = TurnTimeline("t")
     speaker = Speaker(Recording(seconds=0.05), tl, lambda view, words: None, first_clause=False,
-                      first_need=lambda: SpeechNeed.AHEAD)
+                      first_need=lambda: SpeechNeed.AHEAD, playback_left_ms=lambda: 2000.0)
     speaker.put("One whole sentence here. And a second one there. ")
     await speaker.finish()
-    assert asked == [SpeechNeed.AHEAD, SpeechNeed.LATER, SpeechNeed.LATER]  # the last: the resampler's tail
+    # later chunks become due when 1500 ms of the reply is left to play: 0.5 s from now; the last, the tail
+    assert asked == [(SpeechNeed.AHEAD, None), (SpeechNeed.LATER, 0.5), (SpeechNeed.LATER, 0.5)]
     assert tl.spans()["tts_wait"] is not None and 0 <= tl.spans()["tts_wait"] < 1000
+
+
+async def test_a_later_chunk_whose_reply_is_about_to_fall_silent_takes_the_free_thread():
+    gate, order = threading.Event(), []
+    tts = ToneTTS(gate=gate, workers=2)
+    running = await _busy(tts, SpeechNeed.LATER)  # a long later chunk
+    patient = _asks(tts, order, "patient", SpeechNeed.LATER)
+    due = asyncio.ensure_future(tts.speak(lambda: order.append("due"), need=SpeechNeed.LATER, due_s=0.05))
+    await asyncio.wait_for(due, 5)  # waited 50 ms as a later chunk, then took the thread kept for first chunks
+    assert order == ["due"]
+    gate.set()
+    await asyncio.gather(running, patient)
+    assert order == ["due", "patient"]
 
 
 async def test_the_first_chunks_wait_for_a_thread_is_measured():
@@ -132,9 +146,7 @@ def test_an_unknown_tts_scheduling_is_a_clear_error(tmp_path):
 async def test_later_chunks_leave_a_thread_free_for_a_first_chunk():
     gate, order = threading.Event(), []
     tts = ToneTTS(gate=gate, workers=2)
-    running = asyncio.ensure_future(tts.speak(lambda: list(tts.synthesize("a long later one")),
-                                              need=SpeechNeed.LATER))
-    await asyncio.to_thread(tts.entered.wait, 5)
+    running = await _busy(tts, SpeechNeed.LATER)  # a long later chunk
     later = _asks(tts, order, "later", SpeechNeed.LATER)
     first = _asks(tts, order, "first", SpeechNeed.FIRST)
     await asyncio.wait_for(first, 5)  # on the thread the later ones leave free
@@ -148,9 +160,7 @@ async def test_later_chunks_leave_a_thread_free_for_a_first_chunk():
 async def test_under_arrival_later_chunks_take_every_thread():
     gate, order = threading.Event(), []
     tts = ToneTTS(gate=gate, workers=2, fifo=True)
-    running = asyncio.ensure_future(tts.speak(lambda: list(tts.synthesize("a long later one")),
-                                              need=SpeechNeed.LATER))
-    await asyncio.to_thread(tts.entered.wait, 5)
+    running = await _busy(tts, SpeechNeed.LATER)  # a long later chunk
     await asyncio.wait_for(_asks(tts, order, "later", SpeechNeed.LATER), 5)
     assert order == ["later"]
     gate.set()
