@@ -265,13 +265,12 @@ class Speaker:
             asked_ns = now_ns()
             if first:
                 pcm, start_ns, done_ns = await self.tts.speak(self._synthesize, text, need=self._first_need)
+                self.timeline.measured["tts_wait"] = (start_ns - asked_ns) / 1e6
             else:
                 left = None if self._playback_left_ms is None else self._playback_left_ms()
                 due_s = None if left is None else max(0.0, left - self.DUE_MARGIN_MS) / 1000
                 pcm, start_ns, done_ns = await self.tts.speak(self._synthesize, text, need=SpeechNeed.LATER,
                                                               due_s=due_s)
-            if first:
-                self.timeline.measured["tts_wait"] = (start_ns - asked_ns) / 1e6
             if text is not None:
                 self.timeline.mark("first_audio", done_ns)
             view = memoryview(pcm)
