@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: A number (lower is served first), or a callable giving the current one.
 Urgency = int | Callable[[], int]
@@ -78,6 +80,18 @@ class PrioritySlots:
             elif waiter.granted.done() and not waiter.granted.cancelled() and waiter.granted.result():
                 self.release()  # handed a slot as we were cancelled: hand it on
             raise
+
+    async def hold_until_done(self, start: Callable[[], Awaitable[T]]) -> T:
+        """With a slot held (``acquire`` returned True): start the work and give the slot back when it has
+        really finished, not when its caller stops waiting. A caller cancelled returns at once, while work that
+        cannot be stopped (a call on an engine's thread) keeps its slot, and the next waiter waits, until done."""
+        try:
+            running = asyncio.ensure_future(start())
+        except BaseException:
+            self.release()
+            raise
+        running.add_done_callback(lambda _: self.release())
+        return await asyncio.shield(running)
 
     def take(self, matches: Callable[[Any], bool], limit: int) -> list[Any]:
         """Take up to ``limit`` waiters whose tag ``matches``, most urgent first, out of the line: their

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import enum
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,18 +115,14 @@ class ASREngine(ThreadedEngine, abc.ABC):
                                          tag=call):
             return await asyncio.shield(call.result)  # another final's call took this one along
         final = (need() if callable(need) else need) in (Need.FINAL, Need.AHEAD)
-        try:
+
+        def start() -> Awaitable[Transcript]:
             along = [] if call is None else self._slots.take(lambda other: other.key == key, self.max_batch - 1)
             if along:
-                running = self._run_batch(call, along)
-            else:
-                running = asyncio.ensure_future(self.run(self.transcribe, audio, window=window, prompt=prompt,
-                                                         final=final))
-        except BaseException:
-            self._slots.release()
-            raise
-        running.add_done_callback(lambda _: self._slots.release())
-        return await asyncio.shield(running)
+                return self._run_batch(call, along)
+            return self.run(self.transcribe, audio, window=window, prompt=prompt, final=final)
+
+        return await self._slots.hold_until_done(start)
 
     def _run_batch(self, call: _Call, along: list[_Call]) -> asyncio.Future[Transcript]:
         """One :meth:`transcribe_batch` for ``call`` and the finals taken ``along`` (whose results are set when

@@ -84,10 +84,4 @@ class TTSEngine(ThreadedEngine, abc.ABC):
                 await self._slots.acquire(SpeechNeed.DUE)
         else:
             await self._slots.acquire(need, leave_free=self._later_leaves if later else 0)
-        try:
-            running = asyncio.ensure_future(self.run(fn, *args))
-        except BaseException:
-            self._slots.release()
-            raise
-        running.add_done_callback(lambda _: self._slots.release())
-        return await asyncio.shield(running)
+        return await self._slots.hold_until_done(lambda: self.run(fn, *args))

@@ -186,3 +186,47 @@ async def test_a_waiter_taken_along_as_it_is_cancelled_gives_back_no_slot():
     assert lock.held == 1, "the holder's slot only"
     lock.release()
     assert lock.held == 0
+
+
+async def test_a_slot_held_until_done_is_given_back_when_the_work_ends_not_when_its_caller_stops_waiting():
+    lock = PrioritySlots(1)
+    finish = asyncio.Event()
+
+    async def work():
+        await finish.wait()
+        return "done"
+
+    assert await lock.acquire(0)
+    caller = asyncio.ensure_future(lock.hold_until_done(work))
+    await asyncio.sleep(0.01)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert lock.held == 1, "the work still runs: its slot stays taken"
+    nxt = asyncio.ensure_future(lock.acquire(0))
+    await asyncio.sleep(0.01)
+    assert not nxt.done()
+    finish.set()
+    await asyncio.sleep(0.01)
+    assert nxt.result() is True, "the slot is handed on once the work has finished"
+    lock.release()
+    assert lock.held == 0
+
+    assert await lock.acquire(0)
+    assert await lock.hold_until_done(lambda: asyncio.sleep(0, result=7)) == 7 and lock.held == 0
+
+    async def fails():
+        raise ValueError("engine")
+
+    assert await lock.acquire(0)
+    with pytest.raises(ValueError):
+        await lock.hold_until_done(fails)
+    assert lock.held == 0, "work that fails gives its slot back"
+
+    def refuses():
+        raise RuntimeError("could not start")
+
+    assert await lock.acquire(0)
+    with pytest.raises(RuntimeError):
+        await lock.hold_until_done(refuses)
+    assert lock.held == 0, "work that never started gives its slot back"
