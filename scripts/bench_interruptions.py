@@ -6,8 +6,9 @@
 
 For each sound, ``--reps`` times, one trial with the check on and one with it off
 (``session.sub250.interruption_check``), alternating, against one running server. A trial (see
-``app/bench/interruptions.py``): a fresh session asks a question that gets a long generated reply; at the
-reply's first audio the sound is streamed at real-time pace, then silence. Sounds: a synthesized wordless
+``app/bench/interruptions.py``): a fresh session asks a question (typed: spoken, a Piper rendering Whisper
+misheard got a one-sentence reply, over before the sound - every trial of that rep void) that gets a long
+generated reply; at the reply's first audio the sound is streamed at real-time pace, then silence. Sounds: a synthesized wordless
 hum (``app/bench/sounds.py``), "Uh-huh.", "Mm-hmm.", "Yeah." (backchannels, spoken by the Piper voice), and
 real words: "Wait, stop. I have another question about my order." and "Stop." (Piper), and the first 2.2 s
 of the real JFK recording in tests/data/audio ("And so my fellow Americans"). Per sound and setting: the
@@ -45,7 +46,7 @@ SPOKEN = {"uh-huh": "Uh-huh.", "mm-hmm": "Mm-hmm.", "yeah": "Yeah.",
 WORDS = ("wait-stop", "stop", "jfk")  # the sounds that should cancel the reply
 
 
-def sounds(tts) -> tuple[bytes, dict[str, bytes]]:
+def sounds(tts) -> dict[str, bytes]:
     import numpy as np
     import soundfile as sf
     import soxr
@@ -62,7 +63,7 @@ def sounds(tts) -> tuple[bytes, dict[str, bytes]]:
     out.update({name: say(text) for name, text in SPOKEN.items()})
     jfk, rate = sf.read(ROOT / "tests/data/audio/jfk.wav", dtype="float32")
     out["jfk"] = pcm24(jfk[: int(2.2 * rate)], rate)
-    return say(QUESTION), out
+    return out
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -116,15 +117,15 @@ async def main() -> int:
     from app.bench.corpus import _load_tts
 
     tts = _load_tts()
-    question, made = sounds(tts)
+    made = sounds(tts)
     trials: list[Trial] = []
     for rep in range(args.reps):
         if args.fresh_sounds and rep:
-            question, made = sounds(tts)
+            made = sounds(tts)
         for name, sound in made.items():
             for url, server, check in (settings if rep % 2 == 0 else settings[::-1]):
                 try:
-                    trial = await run_trial(url, key, question, name, sound, check=check,
+                    trial = await run_trial(url, key, QUESTION, name, sound, check=check,
                                             instructions=INSTRUCTIONS, server=server)
                 except Exception as exc:  # a failed trial is reported, not hidden
                     trial = Trial(name, check, "error", detail=f"{type(exc).__name__}: {exc}", server=server)

@@ -1,8 +1,10 @@
 """One trial of the interruption benchmark (``scripts/bench_interruptions.py``): a caller asks, the reply
 starts, the caller makes a sound over it; did the reply stop, and how soon after the sound began?
 
-A trial is one fresh session: the question at real-time pace, then - at the reply's first audio delta - the
-sound, then silence as a microphone sends it. The reply counts as *kept* when it is still going (or completed)
+A trial is one fresh session: the question (typed text, or audio at real-time pace), then - at the reply's
+first audio delta - the sound, then silence as a microphone sends it. A typed question always gets the long
+reply the trial needs; a spoken one is only as good as Whisper's hearing of that rendering ("how the war into
+works" for a Piper "warranty works" got a one-sentence refusal, over before the sound began: a void trial). The reply counts as *kept* when it is still going (or completed)
 ``settle_s`` after the sound ended; the trial then cancels it (``response.cancel``) to move on. It counts as
 *cancelled* when its ``response.done`` says ``cancelled`` / ``turn_detected``; the delay is measured from the
 sound's first speech (the server's ``speech_started.audio_start_ms``, mapped to when this client sent that
@@ -35,13 +37,16 @@ class Trial:
     server: str = ""
 
 
-async def run_trial(url: str, key: str | None, question: bytes, sound_name: str, sound: bytes, *, check: bool,
+async def run_trial(url: str, key: str | None, question: str | bytes, sound_name: str, sound: bytes, *, check: bool,
                     instructions: str, max_tokens: int = 300, settle_s: float = 1.5,
                     timeout_s: float = 90.0, server: str = "") -> Trial:
     async with RealtimeClient(url, key) as client:
         await client.update_session(instructions=instructions, max_output_tokens=max_tokens,
                                     sub250={"interruption_check": check})
-        await client.stream_pcm(question, realtime=True, silence_after_ms=1000)
+        if isinstance(question, str):
+            await client.send_text(question)
+        else:
+            await client.stream_pcm(question, realtime=True, silence_after_ms=1000)
         first = await client.wait_for("response.output_audio.delta", timeout=timeout_s)
         rid = first.data["response_id"]
         events: list[Any] = []
