@@ -2,8 +2,9 @@
 
 When the caller's speech starts over a live reply, the reply is **paused** at once (no new audio or text
 leaves; on WebRTC the server's track stops playing) and nothing is said to the client yet. The caller's sound
-is then transcribed with the fast window, first after ``check_after_ms`` of it, again as more comes and at
-its first pause:
+is then transcribed with the fast window, first after ``check_after_ms`` of it, again as more comes (every
+``recheck_ms``, or once ``recheck_unsure_ms`` after words first heard without confidence) and at its first
+pause:
 
 * **words** (anything but a filler or a backchannel, Whisper's no-speech probability below
   ``max_no_speech_prob``, and heard with confidence: see below) *confirm* it: only now does the client get
@@ -45,9 +46,9 @@ BACKCHANNELS = frozenset({
     "mm", "mmm", "hm", "hmm", "hmmm", "mhm", "mm-hmm", "mm-hm", "mmhmm", "uh-huh", "uhhuh", "uh", "um", "umm",
     "uhm", "er", "erm", "ah", "ahh", "oh", "ohh", "ooh", "ow", "aha", "huh", "yeah", "yep", "yup", "yes", "ok",
     "okay", "right", "sure", "alright", "cool", "nice", "wow", "i", "see"})
-#: How Whisper spells a hum it does not know ("M.", "MMA", "Ememam."): m's alone, two or more m's each perhaps
-#: after an e or an a (and a final a), or h's and m's alone. Real words ("me", "am", "he", "ma'am") do not match.
-_HUM = re.compile(r"m+|(?:[ea]?m){2,}a?|m+h+m*|h+m+")
+#: How Whisper spells a hum it does not know ("M.", "MMA", "Ememam.", "Inemam."): m's alone, two or more m's each
+#: perhaps after an e or an a (and a final a, perhaps all after "in"), or h's and m's alone. Real words ("me", "am", "he", "ma'am") do not match.
+_HUM = re.compile(r"m+|(?:in)?(?:[ea]?m){2,}a?|m+h+m*|h+m+")
 #: Whisper's annotations of non-speech: "(coughs)", "[MUSIC]", "*sigh*", "♪".
 _ANNOTATION = re.compile(r"\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪")
 _WORD = re.compile(r"[a-z0-9]+(?:['-][a-z0-9]+)*")
@@ -71,6 +72,9 @@ class InterruptionOptions:
     check_after_ms: int = 224
     #: Later checks while the sound goes on, each after this much more of it.
     recheck_ms: int = 192
+    #: ... but only this much more after the first check that heard words without the confidence to take them
+    #: ("Wei" for the first 256 ms of "Wait"): the next rendering of a real word usually is sure of it.
+    recheck_unsure_ms: int = 96
     #: Resume the paused reply after this long without words, even if the sound goes on.
     resume_after_ms: int = 1500
     #: A transcript counts only below this no-speech probability (Whisper invents words on noise).
@@ -87,7 +91,7 @@ class InterruptionOptions:
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"[interruption] {name} = {getattr(self, name)!r} is not true or false",
                                   f"set {name} = true or {name} = false")
-        for name in ("check_after_ms", "recheck_ms", "resume_after_ms"):
+        for name in ("check_after_ms", "recheck_ms", "recheck_unsure_ms", "resume_after_ms"):
             value = getattr(self, name)
             if not (_is_number(value) and isinstance(value, int) and value >= 1):
                 raise ConfigError(f"[interruption] {name} = {value!r} is not a positive whole number of ms",
@@ -108,6 +112,7 @@ class InterruptionOptions:
                    hold_speech=stage.get("hold_speech", d.hold_speech),
                    check_after_ms=stage.get("check_after_ms", d.check_after_ms),
                    recheck_ms=stage.get("recheck_ms", d.recheck_ms),
+                   recheck_unsure_ms=stage.get("recheck_unsure_ms", d.recheck_unsure_ms),
                    resume_after_ms=stage.get("resume_after_ms", d.resume_after_ms),
                    max_no_speech_prob=stage.get("max_no_speech_prob", d.max_no_speech_prob),
                    min_confidence=None if confidence == "off" else confidence)
@@ -119,17 +124,31 @@ def words(text: str) -> list[str]:
     return [w for w in found if w not in BACKCHANNELS and not _HUM.fullmatch(w)]
 
 
-def takes_the_turn(transcript: Transcript, options: InterruptionOptions) -> bool:
-    """Does this transcript of the caller's sound mean they are really talking?"""
+class Heard(enum.Enum):
+    """What one check's transcript says of the caller's sound."""
+
+    NOTHING = "nothing"  # no words: silence, a hum, a backchannel, or words on what Whisper calls no speech
+    UNSURE = "unsure"    # words, but heard without the confidence to take the turn
+    WORDS = "words"      # words that take the turn
+
+
+def hear(transcript: Transcript, options: InterruptionOptions) -> Heard:
+    """What this transcript of the caller's sound means."""
     no_speech = transcript.no_speech_prob
     if no_speech is not None and no_speech >= options.max_no_speech_prob:
-        return False
+        return Heard.NOTHING
     said = words(transcript.text)
     if not said:
-        return False
+        return Heard.NOTHING
     if options.min_confidence is None or transcript.avg_logprob is None or TURN_WORDS.intersection(said):
-        return True
-    return transcript.avg_logprob - (no_speech or 0.0) >= options.min_confidence
+        return Heard.WORDS
+    sure = transcript.avg_logprob - (no_speech or 0.0) >= options.min_confidence
+    return Heard.WORDS if sure else Heard.UNSURE
+
+
+def takes_the_turn(transcript: Transcript, options: InterruptionOptions) -> bool:
+    """Does this transcript of the caller's sound mean they are really talking?"""
+    return hear(transcript, options) is Heard.WORDS
 
 
 class Verdict(enum.Enum):
@@ -153,6 +172,7 @@ class InterruptionCheck:
         self.checked_to = -1  # the last window a finished check covered
         #: The reply was resumed at the timeout (it plays on while the sound is still watched).
         self.resumed = False
+        self._rechecked_unsure = False  # the one sooner recheck after unsure words was given
 
     @property
     def open(self) -> bool:
@@ -167,10 +187,18 @@ class InterruptionCheck:
         self._next_check = end_window + max(1, round(self.options.recheck_ms / WINDOW_MS))
 
     def result(self, transcript: Transcript, end_window: int) -> Verdict:
-        """A check of the sound up to ``end_window`` finished."""
+        """A check of the sound up to ``end_window`` finished (words heard unsure bring the next one sooner)."""
         self.checked_to = max(self.checked_to, end_window)
-        if self.open and takes_the_turn(transcript, self.options):
-            self.verdict = Verdict.CONFIRMED
+        if self.open:
+            heard = hear(transcript, self.options)
+            if heard is Heard.WORDS:
+                self.verdict = Verdict.CONFIRMED
+            elif heard is Heard.UNSURE and not self._rechecked_unsure:
+                # once: a hum rendered as unsure words each time ("In a man.", "In a map.", ...) would otherwise
+                # be checked twice as often, with twice the chances of one rendering sure enough to confirm it
+                self._rechecked_unsure = True
+                self._next_check = min(self._next_check,
+                                       end_window + max(1, round(self.options.recheck_unsure_ms / WINDOW_MS)))
         return self.verdict
 
     def timed_out(self, end_window: int) -> bool:

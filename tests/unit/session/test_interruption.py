@@ -9,7 +9,8 @@ from app.asr.base import Need, Transcript
 from app.audio.endpointing import WINDOW_MS
 from app.errors import ConfigError
 from app.protocol import parse_client_event
-from app.session.interruption import InterruptionCheck, InterruptionOptions, Verdict, takes_the_turn, words
+from app.session.interruption import (Heard, InterruptionCheck, InterruptionOptions, Verdict, hear, takes_the_turn,
+                                      words)
 from tests.unit.session.fakes import FakeLLM, feed, make_session, silence, speech, wait_for, wait_until
 
 
@@ -21,7 +22,7 @@ def tr(text, no_speech=None, logprob=None):
 @pytest.mark.parametrize("text, expected", [
     ("Mm-hmm.", []), ("Uh-huh.", []), ("Yeah. Okay.", []), ("(coughs)", []), ("[MUSIC] ♪", []), ("", []),
     # how Whisper base spells hums and backchannels it cannot place (measured)
-    ("M.", []), ("MMA", []), ("Ememam.", []), ("Ow.", []), ("Um...", []), ("Hmmm", []),
+    ("M.", []), ("MMA", []), ("Ememam.", []), ("Inemam.", []), ("Ow.", []), ("Um...", []), ("Hmmm", []),
     ("Me too.", ["me", "too"]), ("He said no.", ["he", "said", "no"]), ("Ma'am, wait", ["ma'am", "wait"]),
     ("Wait, stop.", ["wait", "stop"]), ("Stop!", ["stop"]), ("No.", ["no"]),
     ("Okay, but I have another question.", ["but", "have", "another", "question"]),
@@ -67,6 +68,40 @@ def test_the_check_is_due_after_check_after_ms_then_every_recheck_ms_and_at_a_pa
     assert c.ended(first) is True and c.verdict is Verdict.DISMISSED and not c.open
 
 
+def test_what_a_check_heard_nothing_unsure_or_words():
+    opts = InterruptionOptions(min_confidence=-1.3)
+    assert hear(tr("", 0.1, -0.5), opts) is Heard.NOTHING
+    assert hear(tr("Uh-huh.", 0.1, -0.5), opts) is Heard.NOTHING  # a backchannel, however sure
+    assert hear(tr("in a month.", 0.6, -0.5), opts) is Heard.NOTHING  # words on what Whisper calls no speech
+    assert hear(tr("Wei", 0.3, -1.2), opts) is Heard.UNSURE  # -1.5: a clipped first rendering
+    assert hear(tr("Wait", 0.3, -1.2), opts) is Heard.WORDS  # a turn word, however unsure
+    assert hear(tr("And so", 0.1, -0.9), opts) is Heard.WORDS
+    assert hear(tr("Wei", 0.3, -1.2), InterruptionOptions(min_confidence=None)) is Heard.WORDS  # no test
+
+
+def test_words_heard_unsure_bring_the_next_check_sooner():
+    opts = InterruptionOptions(check_after_ms=224, recheck_ms=192, recheck_unsure_ms=96, min_confidence=-1.3)
+    c = InterruptionCheck(opts, first_window=0, onset_window=0)
+    first = round(224 / WINDOW_MS)
+    c.started(first)
+    assert c.result(tr("Wei", 0.3, -1.2), first) is Verdict.CHECKING
+    sooner = first + round(96 / WINDOW_MS)
+    assert not c.due(sooner - 1) and c.due(sooner)
+    c.started(sooner)  # unsure again: the sooner recheck was given once, back to recheck_ms
+    assert c.result(tr("In a map.", 0.03, -1.4), sooner) is Verdict.CHECKING
+    assert not c.due(sooner + round(192 / WINDOW_MS) - 1) and c.due(sooner + round(192 / WINDOW_MS))
+    # nothing heard at the first check: the next after recheck_ms, as before
+    c2 = InterruptionCheck(opts, first_window=0, onset_window=0)
+    c2.started(first)
+    assert c2.result(tr("", 0.2, -0.4), first) is Verdict.CHECKING
+    assert not c2.due(first + round(192 / WINDOW_MS) - 1)
+    # a profile that rechecks evenly (cpu-base-recheck-even)
+    c3 = InterruptionCheck(InterruptionOptions(recheck_unsure_ms=192), first_window=0, onset_window=0)
+    c3.started(first)
+    c3.result(tr("Wei", 0.3, -1.2), first)
+    assert not c3.due(first + round(192 / WINDOW_MS) - 1) and c3.due(first + round(192 / WINDOW_MS))
+
+
 def test_words_confirm_even_after_the_timeout():
     c = InterruptionCheck(InterruptionOptions(resume_after_ms=64), first_window=0, onset_window=0)
     assert c.timed_out(5)
@@ -77,13 +112,15 @@ def test_words_confirm_even_after_the_timeout():
 def test_profile_section_overrides_defaults():
     o = InterruptionOptions.from_stage({"enabled": False, "check_after_ms": 300, "max_no_speech_prob": 0.5})
     assert (o.enabled, o.check_after_ms, o.recheck_ms, o.max_no_speech_prob) == (False, 300, 192, 0.5)
-    assert o.min_confidence == -1.3
+    assert o.min_confidence == -1.3 and o.recheck_unsure_ms == 96
+    assert InterruptionOptions.from_stage({"recheck_unsure_ms": 64}).recheck_unsure_ms == 64
     assert InterruptionOptions.from_stage({"min_confidence": "off"}).min_confidence is None
     assert InterruptionOptions.from_stage({"min_confidence": -2}).min_confidence == -2
     assert o.hold_speech and not InterruptionOptions.from_stage({"hold_speech": False}).hold_speech
 
 
 @pytest.mark.parametrize("stage", [{"check_after_ms": 0}, {"recheck_ms": "192"}, {"resume_after_ms": 1.5e3},
+                                   {"recheck_unsure_ms": 0}, {"recheck_unsure_ms": 96.0},
                                    {"check_after_ms": True}, {"max_no_speech_prob": 0}, {"max_no_speech_prob": 2},
                                    {"max_no_speech_prob": "0.5"}, {"min_confidence": 1}, {"min_confidence": -1e9},
                                    {"min_confidence": "low"}, {"min_confidence": True}, {"enabled": "no"},
