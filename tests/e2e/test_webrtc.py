@@ -208,7 +208,9 @@ async def test_barge_in_over_webrtc(server, speak, stack):
 
     from app.transport.webrtc import ReplyTrack
 
-    question = _pcm24(speak("Can you tell me everything about how the warranty works and what it covers?"))
+    # the question is typed: spoken, a rendering Whisper mishears ("how the war into works") gets a one-sentence
+    # reply that may be over before the barge-in (the WebSocket barge-in test's failure, 9ca8d82)
+    question = "Can you tell me everything about how the warranty works and what it covers?"
     interruption = _pcm24(speak("Wait, stop. I have another question about my order."))
     mic = ReplyTrack()  # a real-time paced PCM track: our caller's microphone
     client = RTCClient.__new__(RTCClient)
@@ -225,7 +227,9 @@ async def test_barge_in_over_webrtc(server, speak, stack):
         await client.wait_for("session.created", timeout=30)
         client.send({"type": "session.update", "session": {"max_output_tokens": 300,
                                                             "instructions": GENERATIVE_INSTRUCTIONS}})
-        mic.push(None, question)
+        client.send({"type": "conversation.item.create", "item": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": question}]}})
+        client.send({"type": "response.create"})
         started = await client.wait_for("output_audio_buffer.started", timeout=120)
         first = started["response_id"]
         call = next(iter(server.calls.values()))
@@ -247,10 +251,10 @@ async def test_barge_in_over_webrtc(server, speak, stack):
         for _ in range(600):
             transcripts = [e["transcript"] for e in client.events
                            if e["type"] == "conversation.item.input_audio_transcription.completed"]
-            if len(transcripts) >= 2:
+            if any("order" in t.lower() for t in transcripts):  # its words may come as one turn or two
                 break
             await asyncio.sleep(0.1)
-        assert len(transcripts) >= 2 and "order" in transcripts[-1].lower(), transcripts
+        assert any("order" in t.lower() for t in transcripts), transcripts
     finally:
         await client.close()
     engine = stack.llm._engine
