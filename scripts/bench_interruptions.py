@@ -6,14 +6,14 @@
 
 For each sound, ``--reps`` times, one trial with the check on and one with it off
 (``session.sub250.interruption_check``), alternating, against one running server. A trial (see
-``app/bench/interruptions.py``): a fresh session asks a question (typed: spoken, a Piper rendering Whisper
-misheard got a one-sentence reply, over before the sound - every trial of that rep void) that gets a long
-generated reply; at the reply's first audio the sound is streamed at real-time pace, then silence. Sounds: a synthesized wordless
-hum (``app/bench/sounds.py``), "Uh-huh.", "Mm-hmm.", "Yeah." (backchannels, spoken by the Piper voice), and
-real words: "Wait, stop. I have another question about my order." and "Stop." (Piper), and the first 2.2 s
-of the real JFK recording in tests/data/audio ("And so my fellow Americans"). Per sound and setting: the
-share of valid trials whose reply was cancelled, and the delay from the sound's first speech to the
-cancelled ``response.done``. Prints a table; writes ``<out>.json`` and ``<out>.png``. Loopback servers only.
+``app/bench/interruptions.py``): a fresh session asks a question (typed: spoken, a Piper rendering Whisper misheard
+got a one-sentence reply, over before the sound - every trial of that rep void) that gets a long generated reply;
+at the reply's first audio the sound is streamed at real-time pace, then silence. Sounds: a synthesized wordless
+hum (``app/bench/sounds.py``), "Uh-huh.", "Mm-hmm.", "Yeah." (backchannels, spoken by the Piper voice), and real
+words: "Wait, stop. I have another question about my order." and "Stop." (Piper), and the first 2.2 s of the real
+JFK recording in tests/data/audio ("And so my fellow Americans"). Per sound and setting: the share of valid trials
+whose reply was cancelled, and the delay from the sound's first speech to the cancelled ``response.done``. Prints a
+table; writes ``<out>.json`` and ``<out>.png``. Loopback servers only.
 
 ``--against URL``: compare two servers (two profiles) instead of the check on and off: each trial of a rep runs
 on both, check on, in alternating order, with the same sounds; rows are labelled by each server's profile (its

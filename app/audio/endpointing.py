@@ -13,6 +13,11 @@ from dataclasses import dataclass
 WINDOW_MS = 32.0
 
 
+def ms_to_windows(ms: float) -> int:
+    """The whole number of windows nearest ``ms``, at least one (a wait of so many ms, counted in windows)."""
+    return max(1, round(ms / WINDOW_MS))
+
+
 @dataclass(frozen=True)
 class SpeechStarted:
     window: int  # index of the first speech window
@@ -42,8 +47,8 @@ class Endpointer:
                  pause_ms: int = 64) -> None:
         self.threshold = threshold
         self.neg_threshold = max(0.01, threshold - 0.15)
-        self.silence_windows = max(1, round(silence_ms / WINDOW_MS))
-        self.pause_windows = min(self.silence_windows, max(1, round(pause_ms / WINDOW_MS)))
+        self.silence_windows = ms_to_windows(silence_ms)
+        self.pause_windows = min(self.silence_windows, ms_to_windows(pause_ms))
         self.min_speech_windows = min_speech_windows
         self.reset()
 

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.audio.endpointing import WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
+from app.audio.endpointing import (WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped,
+                                  ms_to_windows)
 from app.session.turn_cue import ends_open
 
 #: score(start_window, window) -> (probability the turn is complete, compute ms): the audio from the start of
@@ -172,8 +173,7 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
     pause_ms = strategy.silence_ms if isinstance(strategy, SilenceCue) else strategy.pause_ms
     ep = Endpointer(threshold, strategy.cap_ms, pause_ms=pause_ms)
     # the silence (windows) at which the cue's transcript is asked for: at the pause, or sooner (the held reply's)
-    cue_windows = None if not uses_cue or strategy.cue_after_ms is None else \
-        max(1, round(strategy.cue_after_ms / WINDOW_MS))
+    cue_windows = None if not uses_cue or strategy.cue_after_ms is None else ms_to_windows(strategy.cue_after_ms)
     start = -1
     paused = False
     next_score_ms = 0.0
@@ -235,7 +235,7 @@ def simulate(strategy: Strategy, probs: Sequence[float], score: Scorer | None = 
 def _simulate_words(rule: WordsRule, probs: Sequence[float], transcribe: Transcriber, judge: Judge,
                     threshold: float) -> Commit | None:
     ep = Endpointer(threshold, rule.cap_ms)
-    ask_at = max(1, round(rule.cue_after_ms / WINDOW_MS))  # windows of silence
+    ask_at = ms_to_windows(rule.cue_after_ms)  # windows of silence
     start = -1
     # this pause's: (known at ms, finished, log-probability, the words end open)
     verdict: tuple[float, bool, float, bool] | None = None

@@ -1,16 +1,17 @@
 """One trial of the interruption benchmark (``scripts/bench_interruptions.py``): a caller asks, the reply
 starts, the caller makes a sound over it; did the reply stop, and how soon after the sound began?
 
-A trial is one fresh session: the question (typed text, or audio at real-time pace), then - at the reply's
-first audio delta - the sound, then silence as a microphone sends it. A typed question always gets the long
-reply the trial needs; a spoken one is only as good as Whisper's hearing of that rendering ("how the war into
-works" for a Piper "warranty works" got a one-sentence refusal, over before the sound began: a void trial). The reply counts as *kept* when it is still going (or completed)
-``settle_s`` after the sound ended; the trial then cancels it (``response.cancel``) to move on. It counts as
-*cancelled* when its ``response.done`` says ``cancelled`` / ``turn_detected``; the delay is measured from the
-sound's first speech (the server's ``speech_started.audio_start_ms``, mapped to when this client sent that
-audio) to the ``response.done`` on this client's clock. A trial whose reply completed before the sound was over
-is *void*: the reply had finished generating, so nothing was paused or cancelled (a reply that finishes while
-paused is told only once the sound is dismissed, after the sound).
+A trial is one fresh session: the question (typed text, or audio at real-time pace), then - at the reply's first
+audio delta - the sound, then silence as a microphone sends it. A typed question always gets the long reply the
+trial needs; a spoken one is only as good as Whisper's hearing of that rendering ("how the war into works" for a
+Piper "warranty works" got a one-sentence refusal, over before the sound began: a void trial). The reply counts as
+*kept* when it is still going (or completed) ``settle_s`` after the sound ended; the trial then cancels it
+(``response.cancel``) to move on. It counts as *cancelled* when its ``response.done`` says ``cancelled`` /
+``turn_detected``; the delay is measured from the sound's first speech (the server's
+``speech_started.audio_start_ms``, mapped to when this client sent that audio) to the ``response.done`` on this
+client's clock. A trial whose reply completed before the sound was over is *void*: the reply had finished
+generating, so nothing was paused or cancelled (a reply that finishes while paused is told only once the sound is
+dismissed, after the sound).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.asr.base import Transcript
-from app.audio.endpointing import WINDOW_MS
+from app.audio.endpointing import WINDOW_MS, ms_to_windows
 from app.errors import ConfigError
 
 #: Sounds and words that do not take the turn while the assistant speaks (lower case, punctuation stripped).
@@ -47,7 +47,8 @@ BACKCHANNELS = frozenset({
     "uhm", "er", "erm", "ah", "ahh", "oh", "ohh", "ooh", "ow", "aha", "huh", "yeah", "yep", "yup", "yes", "ok",
     "okay", "right", "sure", "alright", "cool", "nice", "wow", "i", "see"})
 #: How Whisper spells a hum it does not know ("M.", "MMA", "Ememam.", "Inemam."): m's alone, two or more m's each
-#: perhaps after an e or an a (and a final a, perhaps all after "in"), or h's and m's alone. Real words ("me", "am", "he", "ma'am") do not match.
+#: perhaps after an e or an a (and a final a, perhaps all after "in"), or h's and m's alone. Real words ("me",
+#: "am", "he", "ma'am") do not match.
 _HUM = re.compile(r"m+|(?:in)?(?:[ea]?m){2,}a?|m+h+m*|h+m+")
 #: Whisper's annotations of non-speech: "(coughs)", "[MUSIC]", "*sigh*", "♪".
 _ANNOTATION = re.compile(r"\([^)]*\)|\[[^\]]*\]|\*[^*]*\*|♪")
@@ -168,7 +169,7 @@ class InterruptionCheck:
         self.options = options
         self.first_window, self.onset_window = first_window, onset_window
         self.verdict = Verdict.CHECKING
-        self._next_check = onset_window + max(1, round(options.check_after_ms / WINDOW_MS))
+        self._next_check = onset_window + ms_to_windows(options.check_after_ms)
         self.checked_to = -1  # the last window a finished check covered
         #: The reply was resumed at the timeout (it plays on while the sound is still watched).
         self.resumed = False
@@ -184,7 +185,7 @@ class InterruptionCheck:
         return self.open and (end_window >= self._next_check or (paused and end_window > self.checked_to))
 
     def started(self, end_window: int) -> None:
-        self._next_check = end_window + max(1, round(self.options.recheck_ms / WINDOW_MS))
+        self._next_check = end_window + ms_to_windows(self.options.recheck_ms)
 
     def result(self, transcript: Transcript, end_window: int) -> Verdict:
         """A check of the sound up to ``end_window`` finished (words heard unsure bring the next one sooner)."""
@@ -197,8 +198,7 @@ class InterruptionCheck:
                 # once: a hum rendered as unsure words each time ("In a man.", "In a map.", ...) would otherwise
                 # be checked twice as often, with twice the chances of one rendering sure enough to confirm it
                 self._rechecked_unsure = True
-                self._next_check = min(self._next_check,
-                                       end_window + max(1, round(self.options.recheck_unsure_ms / WINDOW_MS)))
+                self._next_check = min(self._next_check, end_window + ms_to_windows(self.options.recheck_unsure_ms))
         return self.verdict
 
     def timed_out(self, end_window: int) -> bool:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.audio.endpointing import WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
+from app.audio.endpointing import (WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped,
+                                  ms_to_windows)
 from app.audio.vad import SileroVAD
 from app.protocol.session_config import TurnDetection
 
@@ -35,7 +36,7 @@ class SemanticTiming:
 
     @property
     def ask_after_windows(self) -> int:
-        return max(1, round(self.ask_after_ms / WINDOW_MS))
+        return ms_to_windows(self.ask_after_ms)
 
 
 #: ``semantic_vad`` eagerness -> timing: "high" answers soonest (and cuts off most), "low" lets the caller finish.
