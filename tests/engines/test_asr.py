@@ -4,6 +4,7 @@
 import asyncio
 import difflib
 import json
+import re
 
 import jiwer
 import pytest
@@ -88,7 +89,8 @@ async def test_a_prompt_primes_the_names_on_both_windows(stack, speak, window):
     likeness, before = name_likeness(text, "halden aero"), name_likeness(unprimed, "halden aero")
     print(f"{window}: unprimed {plain.text!r} ({before:.2f}), primed {primed.text!r} ({likeness:.2f})")
     assert "aero" in text.split() and likeness >= 0.8 and likeness >= before
-    assert "wi fi" in text.replace("-", " ") and "connection" in text
+    # "Wi-Fi", "Wi Fi" or "wifi": one word, spelled three ways (a CI run's rendering was heard "a wifi connection")
+    assert re.search(r"\bwi[ -]?fi\b", text) and "connection" in text
 
 
 async def test_finals_batched_in_one_call_hear_what_each_alone_hears(stack, real_audio):
