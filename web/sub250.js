@@ -19,6 +19,8 @@
 //   audioReceivedMs - reply audio that reached this browser (WebRTC: inbound-rtp totalSamplesReceived).
 
 export const AUDIO_RATE = 24000;
+// The sub250 events this client reads, asked for in session.include (docs/PROTOCOL.md).
+export const SUB250_EVENTS = ["sub250.latency", "sub250.sources", "sub250.partials", "sub250.pauses"];
 
 export async function mintClientSecret(baseUrl, apiKey, seconds = 600) {
   const resp = await fetch(`${baseUrl}/v1/realtime/client_secrets`, {
@@ -53,6 +55,8 @@ export class Sub250Client extends EventTarget {
     if (this.transport === "webrtc") await this._connectWebRTC(micStream);
     else await this._connectWebSocket(micStream);
     this.connected = true;
+    // The server sends its own events (latency report, sources, partials, pauses) only to a client that asks.
+    this.send({ type: "session.update", session: { type: "realtime", include: SUB250_EVENTS } });
     this._timers.push(setInterval(() => this._pollStats().catch(() => {}), 1000));
   }
 

@@ -134,7 +134,7 @@ class ClientEvent:
 
     ============================== =====================================================================
     ``session.update``             ``session`` (a dict; ``SessionConfig.updated`` validates it)
-    ``input_audio_buffer.append``  ``audio`` (PCM16 bytes, even length, non-empty)
+    ``input_audio_buffer.append``  ``audio`` (the bytes, non-empty; the session checks them against its input format)
     ``conversation.item.create``   ``item``, ``previous_item_id``
     ``conversation.item.truncate`` ``item_id``, ``content_index``, ``audio_end_ms``
     ``conversation.item.delete``   ``item_id``
@@ -274,9 +274,6 @@ def _append(data: dict, event_id: str | None) -> ClientEvent:
                             event_id=event_id) from None
     if not audio:
         raise ProtocolError("invalid_audio", "'audio' is empty", param="audio", event_id=event_id)
-    if len(audio) % 2:
-        raise ProtocolError("invalid_audio", f"PCM16 audio needs an even number of bytes, got {len(audio)}",
-                            param="audio", event_id=event_id)
     return ClientEvent("input_audio_buffer.append", event_id, audio=audio)
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.audio.rates import INPUT_RATE, OUTPUT_RATE
+from app.audio import formats
+from app.audio.formats import AudioFormat
+from app.audio.rates import INPUT_RATE
+from app.protocol import extensions
 from app.protocol import fields as f
 from app.protocol import tools as t
 
@@ -74,6 +77,12 @@ class SessionConfig:
     #: Function tools the model may call, and how (``tool_choice``).
     tools: tuple[t.FunctionTool, ...] = ()
     tool_choice: t.ToolChoice = t.AUTO
+    #: ``include``: optional output the client asked for - our ``sub250.*`` events among it
+    #: (app/protocol/extensions.py); a session that names none gets the GA API's events only.
+    include: tuple[str, ...] = ()
+    #: ``audio.input.format`` / ``audio.output.format``: PCM16 at 24 kHz, or G.711 at 8 kHz (app/audio/formats.py).
+    input_format: AudioFormat = formats.PCM_IN
+    output_format: AudioFormat = formats.PCM_OUT
 
     @property
     def transcription_only(self) -> bool:
@@ -82,7 +91,7 @@ class SessionConfig:
     def to_wire(self) -> dict[str, Any]:
         if self.transcription_only:
             return {"type": "transcription", "object": "realtime.transcription_session", "id": self.id,
-                    "audio": {"input": self._audio_input_wire()}}
+                    "audio": {"input": self._audio_input_wire()}, "include": list(self.include)}
         return {
             "type": "realtime",
             "object": "realtime.session",
@@ -93,14 +102,15 @@ class SessionConfig:
             "max_output_tokens": self.max_output_tokens,
             "tools": [tool.to_wire() for tool in self.tools],
             "tool_choice": self.tool_choice.to_wire(),
+            "include": list(self.include),
             "audio": {
                 "input": self._audio_input_wire(),
-                "output": {"format": {"type": "audio/pcm", "rate": OUTPUT_RATE}, "voice": self.voice},
+                "output": {"format": self.output_format.to_wire(), "voice": self.voice},
             },
         }
 
     def _audio_input_wire(self) -> dict[str, Any]:
-        return {"format": {"type": "audio/pcm", "rate": INPUT_RATE},
+        return {"format": self.input_format.to_wire(),
                 "turn_detection": self.turn_detection.to_wire() if self.turn_detection else None,
                 "transcription": self._transcription_wire() if self.transcription or self.transcription_only else None}
 
@@ -115,7 +125,8 @@ class SessionConfig:
 
         Every field is type-checked, whatever the payload holds (``null`` = not given, except
         ``turn_detection``/``transcription``: off). Fields of the GA API we do not implement (``prompt``,
-        ``tracing`` ...) are type-checked and ignored; unknown keys are ignored.
+        ``tracing`` ...) are type-checked and ignored; unknown keys are ignored. ``include`` replaces the
+        list before (``[]``: GA events only).
         """
         session = f.obj(session, "session", event_id)
         changes: dict[str, Any] = f.common_options(session, "session.", event_id)
@@ -127,6 +138,8 @@ class SessionConfig:
         t.check_choice(changes.get("tool_choice", self.tool_choice), changes.get("tools", self.tools),
                        "session.tool_choice", event_id)
         f.checked(session, "session.", event_id, _SESSION_IGNORED)
+        if session.get("include") is not None:
+            changes["include"] = extensions.include(session["include"], "session.include", event_id)
         ext = session.get("sub250")
         if ext is not None:
             f.obj(ext, "session.sub250", event_id)
@@ -146,17 +159,21 @@ class SessionConfig:
         return replace(self, **changes) if changes else self
 
 
-def _audio_format(fmt: Any, param: str, rate_hz: int, event_id: str | None) -> None:
-    """Only ``{"type": "audio/pcm", "rate": rate_hz}`` (the rate may be left out)."""
+def _audio_format(fmt: Any, param: str, pcm: AudioFormat, event_id: str | None) -> AudioFormat | None:
+    """``{"type": "audio/pcm", "rate": 24000}`` (the rate may be left out), ``{"type": "audio/pcmu"}`` or
+    ``{"type": "audio/pcma"}`` (8 kHz); ``None``: unchanged. Anything else: ``unsupported_audio_format``."""
     if fmt is None:
-        return
-    if not isinstance(fmt, dict) or fmt.get("type") != "audio/pcm":
-        raise f.invalid(f"{param}.type", "only 'audio/pcm' (PCM16 mono) is supported", event_id,
-                        "unsupported_audio_format")
-    rate = fmt.get("rate", rate_hz)
-    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate != rate_hz:
-        raise f.invalid(f"{param}.rate", f"audio/pcm must be {rate_hz} Hz (got {f.show(rate)}); resample on the "
-                                         "client", event_id, "unsupported_audio_format")
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    chosen = pcm if kind == pcm.type else formats.G711.get(kind) if isinstance(kind, str) else None
+    if chosen is None:
+        raise f.invalid(f"{param}.type", "must be 'audio/pcm' (PCM16 mono, 24 kHz), 'audio/pcmu' or 'audio/pcma' "
+                                         "(G.711, 8 kHz)", event_id, "unsupported_audio_format")
+    rate = fmt.get("rate", chosen.rate)
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool) or rate != chosen.rate:
+        raise f.invalid(f"{param}.rate", f"{chosen.type} must be {chosen.rate} Hz (got {f.show(rate)}); resample "
+                                         "on the client", event_id, "unsupported_audio_format")
+    return chosen
 
 
 #: ``audio.input.transcription`` fields checked (and, but for ``prompt``, ignored: the server has one recognizer).
@@ -170,7 +187,9 @@ _TRANSCRIPTION: dict[str, f.Check] = {
 
 def _audio_input(inp: dict[str, Any], current: TurnDetection | None, event_id: str | None) -> dict[str, Any]:
     changes: dict[str, Any] = {}
-    _audio_format(inp.get("format"), "session.audio.input.format", INPUT_RATE, event_id)
+    fmt = _audio_format(inp.get("format"), "session.audio.input.format", formats.PCM_IN, event_id)
+    if fmt is not None:
+        changes["input_format"] = fmt
     if inp.get("noise_reduction") is not None:
         f.obj(inp["noise_reduction"], "session.audio.input.noise_reduction", event_id)
     if "turn_detection" in inp:
@@ -194,18 +213,20 @@ def _voice(value: Any, param: str, event_id: str | None) -> str:
 
 
 def _audio_output(out: dict[str, Any], event_id: str | None) -> dict[str, Any]:
-    _audio_format(out.get("format"), "session.audio.output.format", OUTPUT_RATE, event_id)
+    changes: dict[str, Any] = {}
+    fmt = _audio_format(out.get("format"), "session.audio.output.format", formats.PCM_OUT, event_id)
+    if fmt is not None:
+        changes["output_format"] = fmt
     if out.get("speed") is not None:
         f.number(out["speed"], "session.audio.output.speed", event_id, 0.25, 1.5)
     if out.get("voice") is not None:
-        return {"voice": _voice(out["voice"], "session.audio.output.voice", event_id)}
-    return {}
+        changes["voice"] = _voice(out["voice"], "session.audio.output.voice", event_id)
+    return changes
 
 
 #: GA ``session`` fields accepted and ignored, after a type check (the shared ones are in fields.common_options).
 _SESSION_IGNORED: dict[str, f.Check] = {
     "model": f.name,
-    "include": lambda v, p, e: f.array(v, p, e, of=f.name),
     "tracing": f.string_or_object,
     "truncation": f.string_or_object,
 }

@@ -7,7 +7,7 @@ import base64
 import json
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,9 @@ from app.sdk.playback import Playback
 from app.sdk.tools import ToolRun, ToolSet
 
 RATE = 24_000
+#: The sub250 events this client reads, asked for in ``session.include`` (the server's names:
+#: app/protocol/extensions.py; the SDK imports nothing of the server).
+SUB250_EVENTS = ("sub250.latency", "sub250.sources", "sub250.partials", "sub250.pauses")
 
 
 #: Events ``wait_for`` passes over are kept for the next reads, at most this many (then the oldest go, counted
@@ -95,10 +98,13 @@ class TurnResult:
 
 class RealtimeClient:
     def __init__(self, url: str = "ws://127.0.0.1:8250/v1/realtime", api_key: str | None = None, *,
-                 model: str | None = None, connect_retries: int = 3, auto_truncate: bool = True) -> None:
+                 model: str | None = None, connect_retries: int = 3, auto_truncate: bool = True,
+                 include: Sequence[str] = SUB250_EVENTS) -> None:
         """``auto_truncate``: when the caller talks over a reply (``speech_started``), tell the server how much
         of it was played (``conversation.item.truncate``, from :attr:`playback`), so that its history holds what
-        the caller heard."""
+        the caller heard. ``include``: the ``session.include`` every session update sends - by default every
+        sub250 event (latency reports, sources, partial transcripts, pauses), which :meth:`collect_turn` reads;
+        ``()``: the GA API's events only."""
         self.url = url if model is None else f"{url}{'&' if '?' in url else '?'}model={model}"
         self.api_key = api_key
         self.connect_retries = connect_retries
@@ -119,6 +125,7 @@ class RealtimeClient:
         #: Where the reply audio's playback stands (a real-time player unless the app reports its own).
         self.playback = Playback()
         self.auto_truncate = auto_truncate
+        self.include = tuple(include)
         #: The ``conversation.item.truncate`` events this client sent by itself.
         self.truncations: list[dict[str, Any]] = []
 
@@ -161,8 +168,8 @@ class RealtimeClient:
         self._reader = asyncio.ensure_future(self._read())
         created = await self.wait_for("session.created", timeout=10)
         self.session = created.data.get("session", {})
-        if self._session_update is not None:
-            await self.update_session(**self._session_update)
+        if self._session_update is not None or self.include:
+            await self.update_session(**(self._session_update or {}))
 
     async def reconnect(self) -> None:
         await self.close()
@@ -217,6 +224,8 @@ class RealtimeClient:
         self._session_update = session
         if self.tools and "tools" not in session:
             session = {**session, "tools": self.tools.definitions()}
+        if self.include and "include" not in session:
+            session = {**session, "include": list(self.include)}
         await self.send({"type": "session.update", "session": {"type": "realtime", **session}})
         ev = await self.wait_for("session.updated", "error", timeout=10)
         if ev.is_error:

@@ -1,7 +1,7 @@
 """The session's view of its transport, and a reply's way out through it.
 
 :class:`Transport` is what a transport (WebSocket, WebRTC) gives the session: server events and reply audio
-(PCM, never an encoding: the transport decides how audio travels), purge by tag (barge-in), and the round
+(PCM16 at 24 kHz, or the client's G.711 where audio travels in events: :class:`AsConfigured`), purge by tag (barge-in), and the round
 trip to the client. :class:`ReplyOutput` tags a reply's events and audio with its id, holds them while the
 reply is speculative (nothing reaches the client before the commit), releases them in order when it is
 adopted, and drops them once it is discarded. A live reply can also be paused (a suspected interruption,
@@ -14,10 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from app.audio.formats import PCM_OUT, ReplyEncoder
+from app.protocol.extensions import wanted
+from app.protocol.session_config import SessionConfig
+
 OnSent = Callable[[int], None]
 
 
 class Transport(Protocol):
+    #: Reply audio travels in events (``response.output_audio.delta``: WebSocket), in the session's output
+    #: format; False: on a media track, whose codec the connection negotiated (WebRTC).
+    audio_in_events: bool
+
     def send(self, event: dict[str, Any], *, tag: str | None = None, on_sent: OnSent | None = None) -> None:
         """Queue an event for the client; ``on_sent(ns)`` runs once it is written to the socket."""
 
@@ -43,6 +51,57 @@ class Transport(Protocol):
 
     async def measure_rtt(self) -> float | None:
         """Round trip to the client in ms, or None when it cannot be measured."""
+
+
+class AsConfigured:
+    """A session's transport as its client configured the session: the ``sub250.*`` events the client did not
+    ask for (``session.include``) are left out, and reply audio goes out in ``audio.output.format`` where it
+    travels in events (WebSocket; a media track has its own codec) - G.711 resampled to 8 kHz and encoded,
+    with one stream resampler per reply. The config is read at each call: a ``session.update`` applies at once."""
+
+    def __init__(self, transport: Transport, config: Callable[[], SessionConfig]) -> None:
+        self.inner, self._config = transport, config
+        self._encoders: dict[str, ReplyEncoder] = {}
+
+    @property
+    def audio_in_events(self) -> bool:
+        return self.inner.audio_in_events
+
+    def send(self, event: dict[str, Any], *, tag: str | None = None, on_sent: OnSent | None = None) -> None:
+        if event["type"] == "response.output_audio.done":  # the reply's last audio: what the resampler holds
+            encoder = self._encoders.pop(event["response_id"], None)
+            tail = encoder.flush() if encoder is not None else b""
+            if tail:
+                self.inner.send_audio(tail, response_id=event["response_id"], item_id=event["item_id"])
+        if wanted(event["type"], self._config().include):
+            self.inner.send(event, tag=tag, on_sent=on_sent)
+
+    def send_audio(self, pcm16: bytes | memoryview, *, response_id: str, item_id: str,
+                   on_sent: OnSent | None = None) -> None:
+        fmt = self._config().output_format
+        if fmt != PCM_OUT and self.inner.audio_in_events:
+            encoder = self._encoders.get(response_id)
+            if encoder is None or encoder.format != fmt:
+                encoder = self._encoders[response_id] = ReplyEncoder(fmt)
+            pcm16 = encoder.encode(pcm16)
+        self.inner.send_audio(pcm16, response_id=response_id, item_id=item_id, on_sent=on_sent)
+
+    def audio_done(self, response_id: str) -> None:
+        self._encoders.pop(response_id, None)
+        self.inner.audio_done(response_id)
+
+    def purge(self, tag: str) -> int:
+        self._encoders.pop(tag, None)
+        return self.inner.purge(tag)
+
+    def pause_audio(self, response_id: str, paused: bool) -> None:
+        self.inner.pause_audio(response_id, paused)
+
+    def clear_audio(self, response_id: str | None) -> bool:
+        return self.inner.clear_audio(response_id)
+
+    async def measure_rtt(self) -> float | None:
+        return await self.inner.measure_rtt()
 
 
 class ReplyOutput:

@@ -19,7 +19,6 @@ import numpy as np
 from app import logs
 from app.asr.base import Need
 from app.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
-from app.audio.rates import INPUT_RATE
 from app.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
 from app.audio.vad import WINDOW
 from app.metrics.timeline import now_ns
@@ -32,7 +31,7 @@ from app.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, 
 from app.session.input_buffer import MAX_BUFFER_MS, InputBuffer
 from app.session.interruption import InterruptionCheck, Verdict
 from app.session.listening import Listening
-from app.session.output import ReplyOutput, Transport
+from app.session.output import AsConfigured, ReplyOutput, Transport
 from app.session.reply import Reply, ReplyOptions, ReplyState
 from app.session.speculation import Speculation
 from app.session.stats import SessionStats
@@ -57,16 +56,18 @@ class RealtimeSession:
                  model: str | None = None) -> None:
         """``stack``: the engines (:class:`app.stack.Stack`); ``model``: the name the client asked for
         (``?model=``), default the profile's served name."""
-        self.stack, self.transport = stack, transport
+        self.stack = stack
         self.tuning = PipelineTuning.from_profile(stack.profile)
         self.config = config or SessionConfig(id=new_id("sess"), model=model or self.tuning.served_name)
+        #: Everything leaves through here, as the client configured it (``include``, the output format).
+        self.transport: AsConfigured = AsConfigured(transport, lambda: self.config)
         self.conversation = Conversation()
         self.stats = SessionStats(session_id=self.config.id)
         self.input = InputBuffer()
         self.tasks = TaskSet()
         self.speculation = Speculation()
         self.listening = Listening(stack.asr, stack.retriever, window=self.tuning.partial_window,
-                                   send=transport.send, spawn=self.tasks.spawn)
+                                   send=self.transport.send, spawn=self.tasks.spawn)
         self.detector = TurnDetector(stack.vad_session, self.config.turn_detection,
                                      pause_ms=self.tuning.speculate_after_ms or 64)
         self._turn: UserTurn | None = None
@@ -176,8 +177,16 @@ class RealtimeSession:
         if self._suspect is not None and (td is None or not td.interrupt_response):
             self._dismiss_suspect()  # no server VAD, or no interruptions: the reply plays on
 
+    def input_seconds(self, nbytes: int) -> float:
+        """How long ``nbytes`` of caller audio in the session's input format last (the gateway's audio limit)."""
+        return self.config.input_format.seconds(nbytes)
+
     async def _on_buffer_append(self, event: ClientEvent, received_ns: int) -> None:
-        await self._ingest(event.audio, INPUT_RATE, received_ns)
+        fmt = self.config.input_format
+        if len(event.audio) % fmt.sample_bytes:
+            raise ProtocolError("invalid_audio", f"PCM16 audio needs an even number of bytes, got {len(event.audio)}",
+                                param="audio", event_id=event.event_id)
+        await self._ingest(fmt.decode(event.audio), fmt.rate, received_ns)
 
     async def _ingest(self, pcm16: bytes, rate: int, received_ns: int) -> None:
         """Caller audio, however it arrived: cut into windows and, with server VAD, judged window by window."""

@@ -7,7 +7,6 @@ import functools
 import logging
 from typing import Any
 
-from app.audio.rates import INPUT_RATE
 from app.gateway import KeyLimiter, Principal, Refusal
 from app.protocol import ProtocolError, new_id, parse_client_event
 
@@ -56,7 +55,7 @@ async def handle_message(session: Any, limiter: KeyLimiter, principal: Principal
         session.error(err)
         return
     if event.audio:
-        refusal = limiter.check_audio(principal.key_id, len(event.audio) / 2 / INPUT_RATE)
+        refusal = limiter.check_audio(principal.key_id, session.input_seconds(len(event.audio)))
         if refusal is not None:
             session.error(refusal_error(refusal, event_id=event.event_id))
             return

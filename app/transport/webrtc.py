@@ -179,6 +179,8 @@ class ReplyTrack(MediaStreamTrack):
 class WebRTCCall:
     """One call: a peer connection, its session, and the transport the session talks through."""
 
+    audio_in_events = False  # reply audio goes onto the track (Opus, negotiated), never into events
+
     def __init__(self, call_id: str, principal: Principal, shared: Any, limiter: KeyLimiter, *,
                  model: str | None = None, on_closed: Callable[["WebRTCCall"], None] | None = None,
                  max_outbox_bytes: int = MAX_QUEUED_BYTES) -> None:

@@ -68,6 +68,8 @@ def websocket_response(protocol: str | None, limits: GatewayLimits) -> web.WebSo
 class WebSocketTransport:
     """The session's view of one WebSocket: ordered, bounded, purgeable sends; RTT by ping/pong."""
 
+    audio_in_events = True  # response.output_audio.delta, in the session's output format
+
     def __init__(self, ws: web.WebSocketResponse, *, max_outbox_bytes: int | None = None,
                  abort: Callable[[], None] | None = None) -> None:
         """``abort``: drops the TCP connection at once (the request's transport), for a peer that does not take

@@ -113,6 +113,7 @@ async def test_voice_turn_over_webrtc(server, question_wav):
         assert headers["Location"].startswith("/v1/realtime/calls/rtc_")
         created = await client.wait_for("session.created", timeout=30)
         assert created["session"]["type"] == "realtime"
+        client.send({"type": "session.update", "session": {"include": ["sub250.latency"]}})  # our report, asked for
         transcript = await client.wait_for("conversation.item.input_audio_transcription.completed")
         assert "filter" in transcript["transcript"].lower()
         done = await client.wait_for("response.done")

@@ -30,7 +30,9 @@ def test_audio_parts_must_be_objects(part, value):
     ({"audio": "x"}, "session.audio"),
     ({"audio": {"input": {"format": "audio/pcm"}}}, "session.audio.input.format.type"),
     ({"audio": {"input": {"format": {"type": "audio/pcm", "rate": [24000]}}}}, "session.audio.input.format.rate"),
-    ({"audio": {"output": {"format": {"type": "audio/pcmu"}}}}, "session.audio.output.format.type"),
+    ({"audio": {"output": {"format": {"type": "audio/opus"}}}}, "session.audio.output.format.type"),
+    ({"audio": {"output": {"format": {"type": 5}}}}, "session.audio.output.format.type"),
+    ({"audio": {"input": {"format": {"type": "audio/pcmu", "rate": 24000}}}}, "session.audio.input.format.rate"),
     ({"audio": {"input": {"turn_detection": "server_vad"}}}, "session.audio.input.turn_detection"),
     ({"audio": {"input": {"turn_detection": {"type": "near_field_vad"}}}}, "session.audio.input.turn_detection.type"),
     ({"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "fast"}}}},
@@ -102,7 +104,7 @@ def test_valid_updates_keep_their_meaning():
     assert new == SessionConfig(
         id="s", instructions="Be brief.", output_modalities=("text",), max_output_tokens=300, voice="marin",
         speculative_turns=True, interruption_check=False, transcription=True, tools=(FunctionTool("f"),),
-        turn_detection=TurnDetection(threshold=0.6, silence_duration_ms=300, prefix_padding_ms=200,
+        include=("item.input_audio_transcription.logprobs",), turn_detection=TurnDetection(threshold=0.6, silence_duration_ms=300, prefix_padding_ms=200,
                                      create_response=False, interrupt_response=False))
     assert cfg.updated({}) == cfg
     assert new.to_wire()["tools"] == [{"type": "function", "name": "f", "description": "",
@@ -118,6 +120,29 @@ def test_valid_updates_keep_their_meaning():
     a = cfg.updated({"audio": {"input": {"turn_detection": {"silence_duration_ms": 800}}}})
     assert a.updated({"audio": {"input": {"turn_detection": {"threshold": 0.3}}}}).turn_detection == TurnDetection(
         threshold=0.3, silence_duration_ms=800)
+
+
+def test_include_asks_for_our_events_and_refuses_what_it_cannot_include():
+    cfg = SessionConfig(id="s").updated({"include": ["sub250.latency", "sub250.sources", "sub250.latency"]})
+    assert cfg.include == ("sub250.latency", "sub250.sources") and cfg.to_wire()["include"] == list(cfg.include)
+    assert cfg.updated({"tracing": "auto"}).include == cfg.include  # kept when not given
+    assert cfg.updated({"include": []}).include == ()  # replaced: GA events only
+    assert cfg.updated({"include": None}).include == cfg.include
+    err = refused({"include": ["sub250.latency", "sub250.everything"]})
+    assert err.param == "session.include[1]" and "sub250.everything" in err.message and "sub250.sources" in err.message
+    assert refused({"include": [5]}).param == "session.include[0]"
+
+
+def test_g711_formats_are_taken_each_way_at_8_khz():
+    from app.audio.formats import PCM_IN, PCMA, PCMU
+
+    cfg = SessionConfig(id="s").updated({"audio": {"input": {"format": {"type": "audio/pcmu"}},
+                                                   "output": {"format": {"type": "audio/pcma", "rate": 8000}}}})
+    assert (cfg.input_format, cfg.output_format) == (PCMU, PCMA)
+    wire = cfg.to_wire()["audio"]
+    assert wire["input"]["format"] == {"type": "audio/pcmu"} and wire["output"]["format"] == {"type": "audio/pcma"}
+    back = cfg.updated({"audio": {"input": {"format": {"type": "audio/pcm"}}}})
+    assert back.input_format == PCM_IN and back.output_format == PCMA
 
 
 def test_wire_form_is_unchanged():

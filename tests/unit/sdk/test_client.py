@@ -7,7 +7,7 @@ from websockets.asyncio.server import serve
 from websockets.http11 import Response
 from websockets.datastructures import Headers
 
-from app.sdk import RealtimeClient
+from app.sdk import SUB250_EVENTS, RealtimeClient
 from app.sdk.events import ServerEvent, TurnLatency
 
 
@@ -26,7 +26,7 @@ async def test_connect_waits_out_a_503_with_retry_after_then_opens():
 
     async with serve(handler, "127.0.0.1", 0, process_request=loading) as server:
         port = server.sockets[0].getsockname()[1]
-        client = RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k", connect_retries=3)
+        client = RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k", connect_retries=3, include=())
         t0 = asyncio.get_running_loop().time()
         await client.connect()
         assert len(refused) == 2 and asyncio.get_running_loop().time() - t0 >= 0.1
@@ -53,8 +53,33 @@ async def test_wait_for_keeps_the_events_it_passes_over_for_the_next_reads():
 
     async with serve(handler, "127.0.0.1", 0) as server:
         port = server.sockets[0].getsockname()[1]
-        async with RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k") as client:
+        async with RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k", include=()) as client:
             assert (await client.wait_for("error", timeout=5)).data["event_id"] == "e4"
             got = [(await client.next_event(timeout=5)).type for _ in range(3)]
             assert got == ["response.created", "response.output_text.delta", "response.done"]
             assert client.dropped_events == 0
+
+
+async def test_connect_asks_for_the_sub250_events_it_reads_and_include_nothing_asks_none():
+    received = []
+
+    async def handler(ws):
+        await ws.send(json.dumps({"type": "session.created", "event_id": "e0", "session": {}}))
+        async for raw in ws:
+            received.append(json.loads(raw))
+            await ws.send(json.dumps({"type": "session.updated", "event_id": "e1", "session": {}}))
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/realtime"
+        async with RealtimeClient(url, "k") as client:
+            await client.update_session(instructions="Be brief.")
+        async with RealtimeClient(url, "k", include=()) as client:
+            pass
+    assert [ev["session"].get("include") for ev in received] == [list(SUB250_EVENTS), list(SUB250_EVENTS)]
+    assert received[1]["session"]["instructions"] == "Be brief."
+
+
+def test_the_sdk_asks_for_every_extension_the_server_has():
+    from app.protocol.extensions import ALL
+
+    assert SUB250_EVENTS == ALL

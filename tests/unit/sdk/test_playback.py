@@ -68,7 +68,7 @@ async def test_the_client_truncates_what_it_had_not_played_when_the_caller_talks
 
     async with serve(handler, "127.0.0.1", 0) as server:
         port = server.sockets[0].getsockname()[1]
-        async with RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k") as client:
+        async with RealtimeClient(f"ws://127.0.0.1:{port}/v1/realtime", "k", include=()) as client:
             await client.wait_for("input_audio_buffer.speech_started", timeout=5)
             for _ in range(100):
                 if truncates:

@@ -21,6 +21,7 @@ from app.llm.base import TokenDelta
 from app.metrics.timeline import now_ns
 from app.profiles import load_profile
 from app.protocol import parse_client_event
+from app.protocol.extensions import ALL as ALL_EVENTS
 from app.protocol.events import encode_audio
 from app.rag.base import BaseRetriever, Retrieval
 from app.session.session import RealtimeSession
@@ -192,6 +193,8 @@ class ToneTTS(TTSEngine):
 
 
 class FakeTransport:
+    audio_in_events = True
+
     def __init__(self):
         self.sent = []
         self.pauses = []  # (response_id, paused) of each pause_audio
@@ -228,6 +231,8 @@ class RecordingTransport:
     """Records every call in order: ``("event", event, tag)``, ``("audio", pcm bytes, response_id, item_id)``,
     ``("audio_done", response_id)``, ``("purge", tag)``. ``on_sent`` runs at once, or - ``delayed`` - only
     when the test calls :meth:`deliver` (a media track plays audio in real time; a socket writes later)."""
+
+    audio_in_events = True
 
     def __init__(self, delayed=False):
         self.calls = []
@@ -293,7 +298,8 @@ def generative_profile():
     return replace(profile, stages={k: v for k, v in profile.stages.items() if k != "answer"})
 
 
-def make_session(llm=None, retriever=None, speculative=False):
+def make_session(llm=None, retriever=None, speculative=False, include=ALL_EVENTS):
+    """``include``: the client's ``session.include`` (default: every sub250 event, which the tests read)."""
     from dataclasses import replace
 
     from app.protocol import SessionConfig
@@ -303,7 +309,8 @@ def make_session(llm=None, retriever=None, speculative=False):
                             tool_selector=None)
     transport = FakeTransport()
     session = RealtimeSession(stack, transport,
-                              config=replace(SessionConfig(id="sess_test"), speculative_turns=speculative))
+                              config=replace(SessionConfig(id="sess_test"), speculative_turns=speculative,
+                                             include=tuple(include)))
     session.start()
     return session, transport, stack
 

@@ -2,8 +2,10 @@
 endpointing, chunker, timeline and outbox semantics, with fake VAD/ASR/retriever/LLM/TTS engines."""
 
 import asyncio
+import json
 
 import numpy as np
+import pytest
 
 from app.engine import ThreadedEngine
 from app.protocol import parse_client_event
@@ -37,6 +39,49 @@ async def test_spoken_turn_flows_through_every_stage():
     assert [h.role for h in session.conversation] == ["user", "assistant"]
     assert list(session.conversation)[-1].text == "Replace the filter every nine months. Thanks for asking!"
     assert "error" not in types, [e for e in t.sent if e["type"] == "error"]
+
+
+async def test_a_client_gets_only_the_sub250_events_it_asked_for():
+    session, t, _ = make_session(include=())  # a GA client: asked for none
+    await feed(session, silence(0.3) + speech(1.0) + silence(0.8))
+    await wait_for(t, "response.done")
+    await asyncio.sleep(0.3)  # the final latency report would follow the audio
+    assert not [x for x in t.types() if x.startswith("sub250.")]
+    assert "conversation.item.input_audio_transcription.completed" in t.types()
+    await session.handle(parse_client_event('{"type": "session.update", "session": {"include": ["sub250.latency"]}}'), 0)
+    await session.handle(parse_client_event('{"type": "response.create"}'), 0)
+    await wait_for(t, "sub250.turn.latency", 2)
+    assert {x for x in t.types() if x.startswith("sub250.")} == {"sub250.turn.latency"}
+    await session.close()
+
+
+async def test_a_g711_session_hears_mu_law_and_answers_in_a_law_at_8_khz():
+    import base64
+
+    from app.audio.formats import PCMA, PCMU
+    from app.audio.pcm import float32_to_pcm16, pcm16_to_float32, resample
+
+    session, t, stack = make_session(speculative=False)
+    await session.handle(parse_client_event(json.dumps({"type": "session.update", "session": {"audio": {
+        "input": {"format": {"type": "audio/pcmu"}}, "output": {"format": {"type": "audio/pcma"}}}}})), 0)
+    assert t.sent[-1]["session"]["audio"]["output"]["format"] == {"type": "audio/pcma"}
+    call = silence(0.3) + speech(1.0) + silence(0.8)
+    mu_law = PCMU.encode(float32_to_pcm16(resample(pcm16_to_float32(call), 24000, 8000)))
+    for i in range(0, len(mu_law), 160):  # 20 ms frames, one byte a sample; an odd length is fine
+        await session.handle(parse_client_event(json.dumps(
+            {"type": "input_audio_buffer.append", "audio": base64.b64encode(mu_law[i:i + 161]).decode()})), 0)
+    done = (await wait_for(t, "response.done"))[0]
+    assert done["response"]["status"] == "completed"
+    assert 1.0 * 16000 <= stack.asr.calls[-1] <= 1.9 * 16000  # the whole utterance reached the recognizer
+    types = t.types()
+    deltas = [base64.b64decode(e["delta"]) for e in t.sent if e["type"] == "response.output_audio.delta"]
+    # every synthesis (0.2 s each) at 8 kHz, one byte a sample: the resampler's tail sent before the audio's done
+    assert sum(map(len, deltas)) == pytest.approx(len(stack.tts.texts) * 0.2 * 8000, abs=2)
+    assert max(i for i, x in enumerate(types) if x == "response.output_audio.delta") < \
+        types.index("response.output_audio.done")
+    assert set(b"".join(deltas)) == set(PCMA.encode(bytes(2)))  # the fake voice's silence, in A-law
+    assert "error" not in types
+    await session.close()
 
 
 async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():

@@ -30,6 +30,9 @@ class FakeSession:
         self.configured: list[Any] = []
         self.in_flight = False  # a turn under way (a draining server waits for it)
 
+    def input_seconds(self, nbytes: int) -> float:
+        return nbytes / 2 / 24_000
+
     def configure(self, session: Any, event_id: str | None = None) -> None:
         if session.get("instructions") == 5:  # stands for a field the real session refuses
             from app.protocol import ProtocolError
