@@ -92,14 +92,17 @@ CONFIGS: dict[str, dict] = {
 THRESHOLDS = [round(0.05 + 0.01 * i, 2) for i in range(46)]
 
 
-async def _answer(stack, tuning, policy: AnswerPolicy, q: A.Question, found, retrieval_ms: float, rid: str) -> dict:
+async def _answer(stack, tuning, policy: AnswerPolicy, q: A.Question, found, retrieval_ms: float, rid: str,
+                  instructions: str | None = None) -> dict:
+    """``instructions``: a client's own (as a framework sets a persona); None: the default ones."""
     from app.protocol.session_config import DEFAULT_INSTRUCTIONS
     from app.session import stages
 
     tl = TurnTimeline(rid)
     answerer = stages.answerer(stack, tuning, policy)
     t0 = now_ns()
-    plan = await answerer.plan(q.question, found, DEFAULT_INSTRUCTIONS, [], tl)
+    plan = await answerer.plan(q.question, found, instructions or DEFAULT_INSTRUCTIONS, [], tl,
+                               custom_instructions=instructions is not None)
     text, first_ns = "", None
     async for piece in answerer.speak(plan, rid, int(stack.profile.stage("llm").get("max_tokens", 96)), tl):
         if first_ns is None:
@@ -199,7 +202,10 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
                 label = c if len(stacks) == 1 else f"{stack.profile.name}:{c}"
                 over = dict(CONFIGS[c])
                 retrieval = over.pop("retrieval", default_retrieval)
-                variants.append((label, stack, tuning, dataclasses.replace(tuning.answer, **over), retrieval))
+                policy = dataclasses.replace(tuning.answer, **over)
+                variants.append((label, stack, tuning, policy, retrieval, None))
+                if args.instructions:  # the same configuration under a client's instructions, interleaved
+                    variants.append((f"{label}+instructions", stack, tuning, policy, retrieval, args.instructions))
         decline = variants[0][3].decline_text
         t_start = time.monotonic()
         for i, q in enumerate(questions):
@@ -212,10 +218,11 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
             first = searched[variants[0][4]][0]
             scores.append((first.top_score, q.in_scope))
             order = variants[i % len(variants):] + variants[:i % len(variants)]
-            for label, stack, tuning, policy, mode in order:
+            for label, stack, tuning, policy, mode, instructions in order:
                 found, retrieval_ms = searched[mode]
                 titles = [p.title for p in found.passages]
-                got = await _answer(stack, tuning, policy, q, found, retrieval_ms, f"bench-{i}-{label}")
+                got = await _answer(stack, tuning, policy, q, found, retrieval_ms, f"bench-{i}-{label}",
+                                    instructions)
                 rows.append({"config": label, "id": q.id, "kind": q.kind, "question": q.question,
                              "section": q.section, "titles": titles, "retrieval": mode,
                              "retrieval_ms": retrieval_ms, **got, **A.score(q, got["reply"], titles, decline)})
@@ -241,17 +248,24 @@ async def run_spoken(args: argparse.Namespace, questions: list[A.Question], out:
     utts = synthesize_texts([(q.id, q.question) for q in subset], out / "spoken")
     by_id = {q.id: q for q in subset}
     records: list[dict] = []
-    cfg = ReplayConfig(url=args.spoken_url, key=None if args.no_key else (args.key or default_key()),
-                       label="spoken", sessions=1, turns=1)
+    key = None if args.no_key else (args.key or default_key())
+    cfgs = [ReplayConfig(url=args.spoken_url, key=key, label="spoken", sessions=1, turns=1)]
+    if args.instructions:  # the same questions under a client's instructions, interleaved
+        cfgs.append(ReplayConfig(url=args.spoken_url, key=key, label="spoken+instructions", sessions=1, turns=1,
+                                 session_update={"instructions": args.instructions}))
+    labels = []
     for utt in utts:  # one session per question: no history between them
-        await run_replay(cfg, [utt], records.append)
+        for cfg in cfgs:
+            before = len(records)
+            await run_replay(cfg, [utt], records.append)
+            labels += [cfg.label] * (len(records) - before)
     rows = []
     decline = AnswerPolicy().decline_text
-    for r in records:
+    for label, r in zip(labels, records):
         q = by_id[r["utterance"]]
         lat = r.get("latency") or {}
         answer = lat.get("answer") or {}
-        rows.append({"config": "spoken", "id": q.id, "kind": q.kind, "question": q.question,
+        rows.append({"config": label, "id": q.id, "kind": q.kind, "question": q.question,
                      "transcript": r.get("transcript"), "reply": r.get("reply") or "", "titles": r.get("sources", []),
                      "path": answer.get("path"), "top_score": answer.get("top_score"),
                      "ttft_ms": (lat.get("spans") or {}).get("ttft"), "status": r.get("status"),
@@ -276,6 +290,9 @@ def main() -> int:
     ap.add_argument("--start-vllm", metavar="PROFILE",
                     help="start a vLLM server of PROFILE's LLM for the run (a remote-vllm profile streams from it)")
     ap.add_argument("--gate-config", help="the configuration whose extract scores the extract gate's sweep uses")
+    ap.add_argument("--instructions", metavar="TEXT",
+                    help="also run each configuration under these client instructions (a persona, as the Agents SDK "
+                         "sets one), interleaved: rows labelled CONFIG+instructions")
     ap.add_argument("--keep-in-scope", type=float, default=90.0,
                     help="the extract gate's choice passes at least this %% of in-scope questions")
     args = ap.parse_args()

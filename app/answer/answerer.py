@@ -8,7 +8,6 @@ whole text (no LLM call: the fastest turns there are); a generative one carries 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -106,11 +105,13 @@ class Answerer:
                    history: list[dict[str, str]], timeline: TurnTimeline, *, custom_instructions: bool = False,
                    heard: bool = False) -> Plan:
         """``custom_instructions``: the client set its own instructions (``session.update`` or
-        ``response.create``): they are the model's to follow, so the extractive mode answers generatively.
+        ``response.create``). They are a persona and rules for the model, not a reason to drop grounding: the
+        gate, the extract and the profile's mode apply as they do without them (docs/BENCHMARKS.md §40: a
+        135M model answering under a persona got 13 of 20 right). Recorded in the turn's report.
         ``heard``: the question is a transcript of the caller's speech; a word of it the KB never uses is as
         likely Whisper's mis-hearing of a name ("arrow" for Aero) as another subject (docs/BENCHMARKS.md §27), so
         ``min_score_unfamiliar`` applies to typed questions only."""
-        p = self._policy(custom_instructions)
+        p = self.policy
         score = found.top_score
         unknown = self.vocabulary.unknown(question) if (self.vocabulary is not None and p.min_score_unfamiliar
                                                         and not heard) else []
@@ -119,24 +120,18 @@ class Answerer:
         if plan.text:
             timeline.mark("prompt_ready")  # declined or extractive: the whole reply is known
         timeline.answer = {"path": plan.path, "mode": p.mode,
-                           "top_score": None if score is None else round(score, 4)}
+                           "top_score": None if score is None else round(score, 4),
+                           "instructions": "client" if custom_instructions else "default"}
         if unknown:
             timeline.answer["unknown_words"] = unknown[:8]
         if plan.extract is not None:
             timeline.answer["extract_score"] = round(plan.extract.score, 4)
         return plan
 
-    def _policy(self, custom_instructions: bool) -> AnswerPolicy:
-        """The profile's policy; with the client's own instructions (``session.update`` or ``response.create``)
-        they are the model's to follow, so the extractive mode answers generatively."""
-        p = self.policy
-        return dataclasses.replace(p, mode="generative") if custom_instructions and p.mode == "extractive" else p
-
-    async def plan_idle(self, instructions: str, history: list[dict[str, str]], timeline: TurnTimeline, *,
-                        custom_instructions: bool = False) -> Plan:
+    async def plan_idle(self, instructions: str, history: list[dict[str, str]], timeline: TurnTimeline) -> Plan:
         """The nudge after the caller's long silence: the profile's fixed ``idle_text`` in the extractive mode,
         else the model asked to check in, given the conversation so far."""
-        mode = self._policy(custom_instructions).mode
+        mode = self.policy.mode
         if mode == "extractive":
             plan = Plan(IDLE, None, text=self.policy.idle_text)
             timeline.mark("prompt_ready")
@@ -147,12 +142,11 @@ class Answerer:
         return plan
 
     async def plan_from_tools(self, question: str, results: list[tuple[Any, Any]], instructions: str,
-                              history: list[dict[str, str]], timeline: TurnTimeline, *,
-                              custom_instructions: bool = False) -> Plan:
+                              history: list[dict[str, str]], timeline: TurnTimeline) -> Plan:
         """The answer after the client ran tools: ``results`` are (call or None, output) pairs. The extractive
         mode says the outputs (no LLM: a small model loses the facts it is given); the others give them to the
         model as the context, in place of retrieved passages."""
-        mode = self._policy(custom_instructions).mode
+        mode = self.policy.mode
         if mode == "extractive":
             plan = Plan(TOOL_RESULT, None, text=" ".join(speakable(out.output) for _, out in results))
             timeline.mark("prompt_ready")

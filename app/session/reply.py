@@ -72,7 +72,7 @@ class ReplyOptions:
 
     @property
     def custom_instructions(self) -> bool:
-        """The client set instructions of its own (the answer then follows them with the model)."""
+        """The client set instructions of its own (a persona for the model; grounding holds all the same)."""
         return self.instructions != DEFAULT_INSTRUCTIONS
 
     @property
@@ -292,8 +292,7 @@ class Reply:
             self._after = results[-1][1].id
             stages.record_tool_results(tl, results)
             plan = await answerer.plan_from_tools(question, results, opts.instructions,
-                                                  self.conversation.for_prompt(until=turn.item_id), tl,
-                                                  custom_instructions=custom)
+                                                  self.conversation.for_prompt(until=turn.item_id), tl)
             await self._speak(answerer, plan)
             return
         found = await stages.retrieve(self.stack.retriever, question, turn)
@@ -316,7 +315,7 @@ class Reply:
     async def _nudge(self) -> None:
         answerer = stages.answerer(self.stack, self.tuning)
         plan = await answerer.plan_idle(self.options.instructions, self.conversation.for_prompt(exclude=self.turn.item_id),
-                                        self.turn.timeline, custom_instructions=self.options.custom_instructions)
+                                        self.turn.timeline)
         await self._speak(answerer, plan)
 
     def playback_left_ms(self) -> float:

@@ -41,7 +41,7 @@ async def test_below_the_gate_the_fixed_reply_answers_and_no_prompt_is_built():
     p, tl, llm = await plan(AnswerPolicy(min_score=0.3), retrieved(0.12))
     assert (p.path, p.text, p.messages) == ("declined", DECLINE_TEXT, [])
     assert llm.prompts == [] and tl.has("prompt_ready")
-    assert tl.answer == {"path": "declined", "mode": "generative", "top_score": 0.12}
+    assert tl.answer == {"path": "declined", "mode": "generative", "top_score": 0.12, "instructions": "default"}
 
 
 async def test_nothing_found_is_declined_but_a_dead_store_is_answered_without_context():
@@ -97,18 +97,20 @@ async def test_an_extract_far_from_the_question_is_declined_too():
     assert p.path == "generative"  # no extract in the generative mode: that gate does not apply
 
 
-async def test_a_client_s_own_instructions_turn_the_extractive_mode_generative():
+async def test_a_client_s_own_instructions_keep_the_answer_grounded():
     llm = FakeLLM()
-    tl = TurnTimeline("t")
     build = functools.partial(build_prompt, llm, PipelineTuning())
-    answerer = Answerer(AnswerPolicy(mode="extractive", min_score=0.3), build, functools.partial(generate, llm),
-                        SentencePicker(Embed()))
-    p = await answerer.plan("How much?", retrieved(0.7), "Talk like a pirate.", [], tl, custom_instructions=True)
-    assert p.path == "generative" and p.messages[0]["content"] == "Talk like a pirate."
-    assert tl.answer["mode"] == "generative"
-    p = await answerer.plan("Capital of France?", retrieved(0.1), "Talk like a pirate.", [], TurnTimeline("u"),
-                            custom_instructions=True)
-    assert p.path == "declined"  # the gate still holds
+    for mode in ("extractive", "grounded"):
+        answerer = Answerer(AnswerPolicy(mode=mode, min_score=0.3), build, functools.partial(generate, llm),
+                            SentencePicker(Embed()))
+        alone = await answerer.plan("How much?", retrieved(0.7), "Be brief.", [], TurnTimeline("a"))
+        tl = TurnTimeline("t")
+        p = await answerer.plan("How much?", retrieved(0.7), "Talk like a pirate.", [], tl, custom_instructions=True)
+        assert (p.path, p.text, p.extract) == (alone.path, alone.text, alone.extract)  # the same grounded answer
+        assert tl.answer["mode"] == mode and tl.answer["instructions"] == "client"
+        p = await answerer.plan("Capital of France?", retrieved(0.1), "Talk like a pirate.", [], TurnTimeline("u"),
+                                custom_instructions=True)
+        assert p.path == "declined"  # the gate holds
 
 
 async def test_the_idle_nudge_is_the_fixed_text_when_extractive_and_the_models_otherwise():
@@ -127,9 +129,6 @@ async def test_the_idle_nudge_is_the_fixed_text_when_extractive_and_the_models_o
             assert p.text == IDLE_TEXT and tl.has("prompt_ready") and not llm.prompts
         else:
             assert not p.text and p.messages[-1]["content"] == f"{IDLE_PROMPT}\n{IDLE_HINT}"
-    custom = await Answerer(AnswerPolicy(mode="extractive"), build, functools.partial(generate, llm), None).plan_idle(
-        "Be brief.", [], TurnTimeline("t"), custom_instructions=True)
-    assert custom.messages and not custom.text  # the client's own instructions: the model checks in
 
 
 async def test_a_question_with_a_word_the_kb_never_uses_needs_the_closer_passage():
