@@ -13,6 +13,7 @@ serve: prepare
 test: install
 	@bash scripts/install-browser.sh
 	@bash scripts/install-fleet-tools.sh
+	@bash scripts/install-clients.sh
 	@.venv/bin/python -m app models prepare
 	@.venv/bin/python -m pytest -ra
 
