@@ -141,9 +141,10 @@ def transcript_partial(item_id: str, text: str, audio_ms: int) -> dict[str, Any]
 
 def response_object(response_id: str, conversation_id: str, status: str, *,
                     output_modalities: list[str] | None = None, output: list[dict[str, Any]] | None = None,
-                    status_details: dict[str, Any] | None = None, output_tokens: int | None = None) -> dict[str, Any]:
+                    status_details: dict[str, Any] | None = None, output_tokens: int | None = None,
+                    metadata: dict[str, str] | None = None) -> dict[str, Any]:
     obj: dict[str, Any] = {"id": response_id, "object": "realtime.response", "status": status,
-                           "output": output or [], "conversation_id": conversation_id}
+                           "output": output or [], "conversation_id": conversation_id, "metadata": metadata}
     if output_modalities is not None:
         obj["output_modalities"] = output_modalities
     if status != "in_progress":

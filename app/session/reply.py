@@ -65,6 +65,8 @@ class ReplyOptions:
     tool_choice: t.ToolChoice = t.AUTO
     #: The session's transcription prompt for the caller's words this reply transcribes (None: the profile's).
     transcription_prompt: str | None = None
+    #: ``response.create``'s ``metadata``, echoed on the response object (clients match their request by it).
+    metadata: dict[str, str] | None = None
 
     @property
     def audio(self) -> bool:
@@ -89,7 +91,8 @@ class ReplyOptions:
         return cls(instructions=(overrides and overrides.instructions) or config.instructions,
                    modalities=(overrides and overrides.output_modalities) or config.output_modalities,
                    max_tokens=(overrides and overrides.max_output_tokens) or config.max_output_tokens,
-                   tools=tools, tool_choice=choice, transcription_prompt=config.transcription_prompt)
+                   tools=tools, tool_choice=choice, transcription_prompt=config.transcription_prompt,
+                   metadata=overrides.metadata if overrides is not None else None)
 
 
 class Reply:
@@ -160,7 +163,8 @@ class Reply:
 
     def start(self, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
         self._say(ev.response_created(ev.response_object(
-            self.id, self.conversation_id, "in_progress", output_modalities=list(self.options.modalities))))
+            self.id, self.conversation_id, "in_progress", output_modalities=list(self.options.modalities),
+            metadata=self.options.metadata)))
         self.task = spawn(self._run())
         self.task.add_done_callback(self._task_done)
 
@@ -454,7 +458,7 @@ class Reply:
             details = {"type": "failed", "error": {"type": "server_error", "code": code, "message": message}}
         self._say(ev.response_done(ev.response_object(
             self.id, self.conversation_id, STATUS[self.state], status_details=details,
-            output=[wire_item] if in_history else [], output_tokens=tl.tokens)))
+            output=[wire_item] if in_history else [], output_tokens=tl.tokens, metadata=self.options.metadata)))
         if self.options.audio:
             self.output.audio_done()
         self._report_final_if_ready()

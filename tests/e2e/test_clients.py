@@ -1,5 +1,7 @@
 """The clients people already use, unchanged, against the real server: the OpenAI Agents SDK's
-``RealtimeRunner`` (in its own venv: it needs websockets < 17; ``scripts/install-clients.sh``)."""
+``RealtimeRunner``, LiveKit Agents' ``openai.realtime.RealtimeModel`` and Pipecat's
+``OpenAIRealtimeLLMService``, in their own venv (the Agents SDK needs websockets < 17;
+``scripts/install-clients.sh``)."""
 
 import asyncio
 import json
@@ -15,6 +17,7 @@ pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
 REPO = Path(__file__).resolve().parents[2]
 CLIENTS_PYTHON = REPO / ".venv-clients" / "bin" / "python"
+MODEL = "smollm2-135m-instruct"
 
 
 async def run_client(script: str, *args: str, timeout: float = 420) -> dict:
@@ -46,3 +49,21 @@ async def test_the_agents_sdk_realtime_runner_calls_a_tool_answers_and_hears_wit
     assert re.search(r"nine months|9 months", kb["reply"].lower()), kb  # grounded under the SDK's instructions
     assert any(h.lower().startswith("go forward") for h in got["heard"]), got["heard"]
     assert spoken["audio_bytes"] > 24000 and spoken["reply"], spoken
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_livekit_agents_realtime_model_completes_a_turn_with_audio_and_no_error(server):
+    got = await run_client("livekit_agents.py", f"http://127.0.0.1:{server.port}/v1", TEST_KEY, MODEL)
+    print(json.dumps(got, indent=1))
+    assert got["errors"] == [] and not [r for r in got["logged"] if r.startswith("ERROR")], got
+    assert re.search(r"nine months|9 months", got["reply"].lower()), got
+    assert got["audio_seconds"] > 1.0, got
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_pipecat_realtime_service_completes_a_turn_with_audio_and_no_error(ws_url):
+    got = await run_client("pipecat_realtime.py", ws_url, TEST_KEY, MODEL)
+    print(json.dumps(got, indent=1))
+    assert got["errors"] == [] and got["logged"] == [], got
+    assert re.search(r"nine months|9 months", got["reply"].lower()), got
+    assert got["audio_bytes"] > 24000 * 2, got  # over a second of 24 kHz PCM16

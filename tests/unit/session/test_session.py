@@ -55,6 +55,20 @@ async def test_a_client_gets_only_the_sub250_events_it_asked_for():
     await session.close()
 
 
+async def test_a_response_echoes_the_metadata_of_its_response_create():
+    session, t, _ = make_session()
+    await session.handle(parse_client_event(json.dumps({"type": "conversation.item.create", "item": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": "How often?"}]}})), 0)
+    await session.handle(parse_client_event(json.dumps(
+        {"type": "response.create", "response": {"metadata": {"client_event_id": "ev_7"}}})), 0)
+    done = (await wait_for(t, "response.done"))[0]
+    created = next(e for e in t.sent if e["type"] == "response.created")
+    assert created["response"]["metadata"] == done["response"]["metadata"] == {"client_event_id": "ev_7"}
+    await session.handle(parse_client_event('{"type": "response.create"}'), 0)
+    assert (await wait_for(t, "response.done", 2))[1]["response"]["metadata"] is None  # the GA API's null
+    await session.close()
+
+
 async def test_a_g711_session_hears_mu_law_and_answers_in_a_law_at_8_khz():
     import base64
 
