@@ -69,6 +69,22 @@ async def test_a_response_echoes_the_metadata_of_its_response_create():
     await session.close()
 
 
+async def test_pcm_audio_of_an_odd_length_is_refused_and_g711_of_any_length_taken():
+    import base64
+
+    session, t, _ = make_session()
+    odd = json.dumps({"type": "input_audio_buffer.append", "event_id": "ev_1",
+                      "audio": base64.b64encode(bytes(5)).decode()})
+    await session.handle(parse_client_event(odd), 0)
+    err = t.sent[-1]
+    assert err["type"] == "error" and err["error"]["code"] == "invalid_audio" and err["error"]["event_id"] == "ev_1"
+    await session.handle(parse_client_event(json.dumps({"type": "session.update", "session": {"audio": {
+        "input": {"format": {"type": "audio/pcmu"}}}}})), 0)
+    await session.handle(parse_client_event(odd), 0)
+    assert t.types().count("error") == 1  # the mu-law bytes, five samples, were taken
+    await session.close()
+
+
 async def test_a_g711_session_hears_mu_law_and_answers_in_a_law_at_8_khz():
     import base64
 
