@@ -70,7 +70,7 @@ def _tables(wire_type: str) -> tuple[np.ndarray, np.ndarray]:
     decode = sf.read(io.BytesIO(bytes(range(256))), dtype="int16", format="RAW", subtype=subtype,
                      samplerate=G711_RATE, channels=1)[0].astype("<i2")
     out = io.BytesIO()
-    sf.write(out, np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.int16), G711_RATE, format="RAW",
+    sf.write(out, np.arange(65536, dtype=np.uint16).view(np.int16), G711_RATE, format="RAW",
              subtype=subtype)
     encode = np.frombuffer(out.getvalue(), dtype=np.uint8)
     if decode.size != 256 or encode.size != 65536:
@@ -87,13 +87,8 @@ class ReplyEncoder:
         self._resampler = StreamResampler(OUTPUT_RATE, fmt.rate)
 
     def encode(self, pcm16: bytes | memoryview) -> bytes:
-        if self.format.rate == OUTPUT_RATE:
-            return self.format.encode(pcm16)
-        samples = self._resampler.process(pcm16_to_float32(pcm16))
-        return self.format.encode(float32_to_pcm16(samples))
+        return self.format.encode(float32_to_pcm16(self._resampler.process(pcm16_to_float32(pcm16))))
 
     def flush(self) -> bytes:
         """The reply's end: what the resampler still holds (its delay: ~21 ms at 8 kHz), encoded."""
-        if self.format.rate == OUTPUT_RATE:
-            return b""
         return self.format.encode(float32_to_pcm16(self._resampler.process(np.zeros(0, np.float32), last=True)))

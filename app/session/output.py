@@ -1,10 +1,10 @@
 """The session's view of its transport, and a reply's way out through it.
 
 :class:`Transport` is what a transport (WebSocket, WebRTC) gives the session: server events and reply audio
-(PCM16 at 24 kHz, or the client's G.711 where audio travels in events: :class:`AsConfigured`), purge by tag (barge-in), and the round
-trip to the client. :class:`ReplyOutput` tags a reply's events and audio with its id, holds them while the
-reply is speculative (nothing reaches the client before the commit), releases them in order when it is
-adopted, and drops them once it is discarded. A live reply can also be paused (a suspected interruption,
+(PCM16 at 24 kHz, or the client's G.711 where audio travels in events: :class:`AsConfigured`), purge by tag
+(barge-in), and the round trip to the client. :class:`ReplyOutput` tags a reply's events and audio with its
+id, holds them while the reply is speculative (nothing reaches the client before the commit), releases them
+in order when it is adopted, and drops them once it is discarded. A live reply can also be paused (a suspected interruption,
 ``app/session/interruption.py``): what it produces is held, the transport stops playing its audio, and
 ``resume`` lets both go on where they stopped.
 """
