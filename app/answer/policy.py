@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.answer.extract import SPANS
 from app.errors import ConfigError
 
-MODES = ("generative", "grounded", "extractive")
+MODES = ("generative", "grounded", "extractive", "choice")
 
 #: The fixed reply of the declined path: says what the assistant can help with, invents nothing.
 DECLINE_TEXT = ("Sorry, I can only help with questions about Halden products: the Aero purifier, its filters, "
@@ -22,6 +22,8 @@ IDLE_TEXT = "Are you still there? I can help with the Aero purifier, its filters
 class AnswerPolicy:
     #: ``generative``: the LLM answers from the retrieved passages. ``grounded``: the LLM answers from the
     #: passage's sentences closest to the question only. ``extractive``: those sentences are the answer.
+    #: ``choice``: the LLM answers with one of the extracts of the best passages or the decline, under a choice
+    #: grammar (app/answer/choice.py): its tokens, the knowledge base's words.
     mode: str = "generative"
     #: The out-of-scope gate: below this cosine of the question to the best passage, the fixed
     #: ``decline_text`` answers (no LLM call). 0 turns the gate off.
@@ -48,6 +50,8 @@ class AnswerPolicy:
     extract_span: str = "following"
     #: Passages searched for the extract's best sentence (best-first).
     extract_passages: int = 1
+    #: ``choice``: the passages (best first) whose extract is a candidate answer, beside the decline.
+    choices: int = 3
     #: Weight of the question's subject words found in a sentence, beside its cosine, when picking it.
     lexical_weight: float = 0.0
     #: vLLM sampling penalties (1.0 / 0.0: off).
@@ -67,14 +71,20 @@ class AnswerPolicy:
         if self.extract_span not in SPANS:
             raise ConfigError(f"[answer] extract_span = {self.extract_span!r} is not one of {', '.join(SPANS)}",
                               "fix the profile's [answer] section")
-        if self.sentences < 1 or self.extract_passages < 1:
-            raise ConfigError("[answer] sentences and extract_passages must be at least 1",
+        if self.sentences < 1 or self.extract_passages < 1 or self.choices < 1:
+            raise ConfigError("[answer] sentences, extract_passages and choices must be at least 1",
                               "fix the profile's [answer] section")
 
     @property
     def picks_sentences(self) -> bool:
-        """The extractive and grounded modes answer from the passage's sentences (the picker's)."""
-        return self.mode in ("extractive", "grounded")
+        """The extractive, grounded and choice modes answer from the passage's sentences (the picker's)."""
+        return self.mode in ("extractive", "grounded", "choice")
+
+    def ungrounded(self) -> "AnswerPolicy":
+        """This policy with grounding turned off (``session.sub250.grounding: false``): no out-of-scope gate and
+        no extract, the LLM answers from the retrieved passages."""
+        return replace(self, mode="generative", min_score=0.0, min_extract_score=0.0, min_score_unfamiliar=0.0,
+                       borderline_score=0.0)
 
     @classmethod
     def from_stage(cls, cfg: dict) -> "AnswerPolicy":
@@ -90,6 +100,7 @@ class AnswerPolicy:
             sentences=int(cfg.get("sentences", d.sentences)),
             extract_span=str(cfg.get("extract_span", d.extract_span)),
             extract_passages=int(cfg.get("extract_passages", d.extract_passages)),
+            choices=int(cfg.get("choices", d.choices)),
             lexical_weight=float(cfg.get("lexical_weight", d.lexical_weight)),
             repetition_penalty=float(cfg.get("repetition_penalty", d.repetition_penalty)),
             frequency_penalty=float(cfg.get("frequency_penalty", d.frequency_penalty)),

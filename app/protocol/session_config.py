@@ -74,6 +74,10 @@ class SessionConfig:
     #: sub250 extension (``session.sub250.interruption_check``): check speech over a live reply for words before
     #: it cancels the reply (app/session/interruption.py). None: the profile's choice (``[interruption] enabled``).
     interruption_check: bool | None = None
+    #: sub250 extension (``session.sub250.grounding``): True (the default) answers by the profile's ``[answer]``
+    #: policy - the out-of-scope gate and the grounded extract - whatever the instructions; False turns them off
+    #: explicitly: the LLM answers freely from the retrieved passages.
+    grounding: bool = True
     #: Function tools the model may call, and how (``tool_choice``).
     tools: tuple[t.FunctionTool, ...] = ()
     tool_choice: t.ToolChoice = t.AUTO
@@ -143,7 +147,7 @@ class SessionConfig:
         ext = session.get("sub250")
         if ext is not None:
             f.obj(ext, "session.sub250", event_id)
-            for name in ("speculative_turns", "interruption_check"):
+            for name in ("speculative_turns", "interruption_check", "grounding"):
                 if ext.get(name) is not None:
                     changes[name] = f.boolean(ext[name], f"session.sub250.{name}", event_id)
         audio = session.get("audio")

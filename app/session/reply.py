@@ -67,6 +67,8 @@ class ReplyOptions:
     transcription_prompt: str | None = None
     #: ``response.create``'s ``metadata``, echoed on the response object (clients match their request by it).
     metadata: dict[str, str] | None = None
+    #: ``session.sub250.grounding``: False, the client turned the gate and the extract off (the LLM answers freely).
+    grounding: bool = True
 
     @property
     def audio(self) -> bool:
@@ -92,7 +94,7 @@ class ReplyOptions:
                    modalities=(overrides and overrides.output_modalities) or config.output_modalities,
                    max_tokens=(overrides and overrides.max_output_tokens) or config.max_output_tokens,
                    tools=tools, tool_choice=choice, transcription_prompt=config.transcription_prompt,
-                   metadata=overrides.metadata if overrides is not None else None)
+                   metadata=overrides.metadata if overrides is not None else None, grounding=config.grounding)
 
 
 class Reply:
@@ -289,7 +291,7 @@ class Reply:
 
     async def _answer(self, question: str) -> None:
         turn, tl, opts = self.turn, self.turn.timeline, self.options
-        answerer = stages.answerer(self.stack, self.tuning)
+        answerer = self._answerer()
         custom = opts.custom_instructions
         results = self.conversation.tool_results(after=turn.item_id)
         if results:  # the client ran the tools this question needed: answer from their outputs
@@ -316,8 +318,12 @@ class Reply:
                                    heard=self.audio is not None)
         await self._speak(answerer, plan)
 
+    def _answerer(self) -> Any:
+        policy = self.tuning.answer if self.options.grounding else self.tuning.answer.ungrounded()
+        return stages.answerer(self.stack, self.tuning, policy)
+
     async def _nudge(self) -> None:
-        answerer = stages.answerer(self.stack, self.tuning)
+        answerer = self._answerer()
         plan = await answerer.plan_idle(self.options.instructions, self.conversation.for_prompt(exclude=self.turn.item_id),
                                         self.turn.timeline)
         await self._speak(answerer, plan)

@@ -2,8 +2,10 @@
 
 from app.bench.sounds import hum  # noqa: F401  (a wordless sound over the reply)
 
-#: Instructions of the client's own: the session then answers with the LLM (the default profile's extractive
-#: mode applies to the default instructions only), for tests that need a long, streamed, generated reply.
+#: A persona of the client's own.
 GENERATIVE_INSTRUCTIONS = ("You are the voice support agent of Halden Labs. Answer the caller's question from the "
                            "facts in the context.")
+#: ``session`` fields that get the LLM's free answer (grounding turned off explicitly: no gate, no extract), for
+#: tests that need a long, streamed, generated reply; instructions alone keep the profile's grounded answer.
+LLM_ANSWERS = {"instructions": GENERATIVE_INSTRUCTIONS, "sub250": {"grounding": False}}
 

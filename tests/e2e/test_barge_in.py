@@ -6,7 +6,7 @@ import time
 import pytest
 
 from app.sdk import RealtimeClient
-from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
+from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -19,7 +19,7 @@ QUESTION = "Can you tell me everything about how the warranty works and what it 
 async def test_speech_during_the_reply_cancels_it_within_300_ms(ws_url, speak, stack):
     interruption = speak("Wait, stop. I have another question about my order.")
     async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.update_session(max_output_tokens=300, instructions=GENERATIVE_INSTRUCTIONS)
+        await client.update_session(max_output_tokens=300, **LLM_ANSWERS)
         await client.send_text(QUESTION)
         first_resp = None
         barge = None
@@ -76,7 +76,7 @@ async def test_speech_during_the_reply_cancels_it_within_300_ms(ws_url, speak, s
 async def test_response_cancel_event(ws_url):
     async with RealtimeClient(ws_url, TEST_KEY) as client:
         await client.update_session(output_modalities=["text"], max_output_tokens=300,
-                                    instructions=GENERATIVE_INSTRUCTIONS)
+                                    **LLM_ANSWERS)
         await client.send_text("Tell me everything about the warranty, the returns and the filters.")
         await client.wait_for("response.output_text.delta", timeout=60)
         await client.cancel_response()

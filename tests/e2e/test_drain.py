@@ -12,7 +12,7 @@ from app.gateway import ApiKeys, GatewayLimits
 from app.sdk import RealtimeClient
 from app.sdk.client import ConnectionLost
 from app.server import DRAIN_CLOSE_CODE, Server
-from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
+from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -40,7 +40,7 @@ async def second_server(server, stack):
 async def test_a_turn_in_flight_finishes_before_its_connection_closes_1001(second_server):
     url = f"ws://127.0.0.1:{second_server.port}/v1/realtime"
     async with RealtimeClient(url, TEST_KEY) as busy, RealtimeClient(url, TEST_KEY) as idle:
-        await busy.update_session(output_modalities=["text"], instructions=GENERATIVE_INSTRUCTIONS)
+        await busy.update_session(output_modalities=["text"], **LLM_ANSWERS)
         await busy.send_text(LONG_QUESTION)
         await busy.wait_for("response.output_text.delta", timeout=60)
         drain = asyncio.ensure_future(second_server.drain(60))
@@ -58,7 +58,7 @@ async def test_a_turn_in_flight_finishes_before_its_connection_closes_1001(secon
 async def test_a_turn_that_outlasts_the_bound_is_closed_1001_and_its_work_stops(second_server, stack):
     url = f"ws://127.0.0.1:{second_server.port}/v1/realtime"
     async with RealtimeClient(url, TEST_KEY) as client:
-        await client.update_session(output_modalities=["text"], instructions=GENERATIVE_INSTRUCTIONS,
+        await client.update_session(output_modalities=["text"], **LLM_ANSWERS,
                                     max_output_tokens="inf")
         await client.send_text(LONG_QUESTION)
         await client.wait_for("response.output_text.delta", timeout=60)

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from app.sdk import RealtimeClient
-from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS, hum
+from tests.e2e.helpers import LLM_ANSWERS, hum
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -32,7 +32,7 @@ async def test_a_hum_and_a_yeah_over_the_reply_do_not_cancel_it(ws_url, speak):
     yeah = (np.clip(soxr.resample(data, rate, 24000), -1, 1) * 32767).astype("<i2").tobytes()
     false_before, confirmed_before = _count("false"), _count("confirmed")
     async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.update_session(max_output_tokens=300, instructions=GENERATIVE_INSTRUCTIONS)
+        await client.update_session(max_output_tokens=300, **LLM_ANSWERS)
         await client.send_text(QUESTION)
         first = await client.wait_for("response.output_audio.delta", timeout=120)
         rid = first.data["response_id"]
@@ -77,7 +77,7 @@ async def test_words_over_the_reply_still_cancel_it(ws_url, speak):
     interruption = speak("Wait, stop. I have another question about my order.")
     confirmed_before = _count("confirmed")
     async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.update_session(max_output_tokens=300, instructions=GENERATIVE_INSTRUCTIONS)
+        await client.update_session(max_output_tokens=300, **LLM_ANSWERS)
         await client.send_text(QUESTION)
         first = await client.wait_for("response.output_audio.delta", timeout=120)
         rid = first.data["response_id"]

@@ -25,7 +25,7 @@ from websockets.exceptions import InvalidStatus
 
 from app.sdk import RealtimeClient
 from app.sdk.client import ConnectionLost
-from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
+from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -250,7 +250,7 @@ async def test_a_client_that_vanishes_mid_reply_leaves_nothing_running(ws_url, s
     client = RawClient(ws_url, TEST_KEY)
     await client.open()
     await client.send({"type": "session.update", "session": {"type": "realtime", "max_output_tokens": "inf",
-                                                              "instructions": GENERATIVE_INSTRUCTIONS}})
+                                                              **LLM_ANSWERS}})
     await client.send({"type": "conversation.item.create", "item": {
         "type": "message", "role": "user", "content": [{"type": "input_text", "text": LONG_QUESTION}]}})
     await client.send({"type": "response.create"})
@@ -364,7 +364,7 @@ async def test_a_killed_llm_engine_fails_the_turn_turns_unhealthy_and_exits_for_
         url, health = f"ws://127.0.0.1:{port}/v1/realtime", f"http://127.0.0.1:{port}/healthz"
         async with RealtimeClient(url, None) as client:
             await client.update_session(output_modalities=["text"], max_output_tokens="inf",
-                                        instructions=GENERATIVE_INSTRUCTIONS)
+                                        **LLM_ANSWERS)
             if when == "mid-turn":
                 await client.send_text(LONG_QUESTION)
                 await client.wait_for("response.output_text.delta", timeout=90)

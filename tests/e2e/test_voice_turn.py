@@ -8,7 +8,7 @@ from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
 from app.bench.probe import metric_sum, parse_metrics
 from app.sdk import RealtimeClient
-from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
+from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
 normalize = EnglishTextNormalizer({})
@@ -151,9 +151,9 @@ async def test_text_turn_with_text_output(ws_url):
     assert result.latency.spans["asr_finalize"] == 0
 
 
-async def test_a_client_s_own_instructions_get_the_llm_with_speculative_decoding(ws_url):
+async def test_grounding_turned_off_gets_the_llm_with_speculative_decoding(ws_url):
     async with RealtimeClient(ws_url, TEST_KEY) as client:
-        await client.update_session(output_modalities=["text"], instructions=GENERATIVE_INSTRUCTIONS)
+        await client.update_session(output_modalities=["text"], **LLM_ANSWERS)
         await client.send_text("How much is the yearly Care+ membership?")
         result = await client.collect_turn(timeout=60)
     assert result.status == "completed" and result.reply.strip()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
+from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -227,7 +227,7 @@ async def test_barge_in_over_webrtc(server, speak, stack):
         assert status == 201, body
         await client.wait_for("session.created", timeout=30)
         client.send({"type": "session.update", "session": {"max_output_tokens": 300,
-                                                            "instructions": GENERATIVE_INSTRUCTIONS}})
+                                                            **LLM_ANSWERS}})
         client.send({"type": "conversation.item.create", "item": {
             "type": "message", "role": "user", "content": [{"type": "input_text", "text": question}]}})
         client.send({"type": "response.create"})

@@ -19,7 +19,7 @@ from app.fleet import LocalFleet
 from app.sdk import RealtimeClient
 from app.sdk.client import ConnectionLost
 from app.server import DRAIN_CLOSE_CODE
-from tests.e2e.helpers import GENERATIVE_INSTRUCTIONS
+from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
 KEY = "sk-sub250-fleet-test-0000000000"
@@ -93,7 +93,7 @@ async def test_sessions_land_on_both_replicas_and_one_engine_batches_them(fleet,
         replicas = [replica_of(c) for c in clients]
         assert set(replicas) == {"replica-1", "replica-2"}, replicas
         for c in clients:
-            await c.update_session(output_modalities=["text"], instructions=GENERATIVE_INSTRUCTIONS)
+            await c.update_session(output_modalities=["text"], **LLM_ANSWERS)
         before = vllm_metric(vllm_server, "vllm:request_success_total")
         running: list[float] = []
 
@@ -150,7 +150,7 @@ async def test_sigterm_drains_a_replica_while_new_sessions_go_to_the_other(fleet
     try:
         name = replica_of(busy)
         other = next(r.name for r in fleet.replicas if r.name != name)
-        await busy.update_session(output_modalities=["text"], instructions=GENERATIVE_INSTRUCTIONS)
+        await busy.update_session(output_modalities=["text"], **LLM_ANSWERS)
         await busy.send_text(QUESTION)
         await busy.wait_for("response.output_text.delta", timeout=60)
         replica = fleet.replica(name)

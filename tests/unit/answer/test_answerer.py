@@ -113,6 +113,18 @@ async def test_a_client_s_own_instructions_keep_the_answer_grounded():
         assert p.path == "declined"  # the gate holds
 
 
+async def test_grounding_turned_off_sends_every_question_to_the_model_with_the_passages():
+    policy = AnswerPolicy(mode="extractive", min_score=0.5, min_extract_score=0.4, min_score_unfamiliar=0.6,
+                          borderline_score=0.7)
+    free = policy.ungrounded()
+    assert (free.mode, free.min_score, free.min_extract_score, free.min_score_unfamiliar, free.borderline_score) == \
+        ("generative", 0.0, 0.0, 0.0, 0.0)
+    assert free.decline_text == policy.decline_text and free.sentences == policy.sentences  # the rest is kept
+    p, tl, _ = await plan(free, retrieved(0.1))  # far below the gate: answered all the same
+    assert p.path == "generative" and not p.text and p.extract is None
+    assert GLANCE.content in p.messages[-1]["content"] or any(GLANCE.content in m["content"] for m in p.messages)
+
+
 async def test_the_idle_nudge_is_the_fixed_text_when_extractive_and_the_models_otherwise():
     from app.answer.answerer import IDLE, IDLE_HINT, IDLE_PROMPT
     from app.answer.policy import IDLE_TEXT

@@ -180,7 +180,7 @@ SESSION = {
     "type": ("realtime",), "instructions": LEAF, "output_modalities": LEAF, "max_output_tokens": LEAF, "model": LEAF,
     "tools": [{"type": LEAF, "name": LEAF}], "tool_choice": LEAF, "include": [LEAF], "tracing": LEAF,
     "truncation": LEAF, "prompt": {"id": LEAF}, "parallel_tool_calls": LEAF, "reasoning": {"effort": LEAF},
-    "sub250": {"speculative_turns": LEAF, "interruption_check": LEAF},
+    "sub250": {"speculative_turns": LEAF, "interruption_check": LEAF, "grounding": LEAF},
     "audio": {"input": {"format": FORMAT, "turn_detection": TURN_DETECTION, "noise_reduction": {"type": LEAF},
                         "transcription": {"model": LEAF, "language": LEAF, "prompt": LEAF, "languages": [LEAF],
                                           "keywords": [LEAF], "delay": LEAF}},

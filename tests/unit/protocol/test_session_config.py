@@ -63,6 +63,7 @@ def test_audio_parts_must_be_objects(part, value):
     ({"sub250": True}, "session.sub250"),
     ({"sub250": {"speculative_turns": "yes"}}, "session.sub250.speculative_turns"),
     ({"sub250": {"interruption_check": 1}}, "session.sub250.interruption_check"),
+    ({"sub250": {"grounding": "off"}}, "session.sub250.grounding"),
     ({"tools": {"type": "function"}}, "session.tools"),
     ({"tools": ["f"]}, "session.tools[0]"),
     ({"tool_choice": 1}, "session.tool_choice"),
@@ -93,7 +94,7 @@ def test_valid_updates_keep_their_meaning():
         "type": "realtime", "model": "gpt-realtime", "instructions": "Be brief.", "output_modalities": ["text"],
         "max_output_tokens": 300, "tools": [{"type": "function", "name": "f"}], "tool_choice": "auto",
         "include": ["item.input_audio_transcription.logprobs"], "tracing": "auto", "truncation": "auto",
-        "sub250": {"speculative_turns": True, "interruption_check": False},
+        "sub250": {"speculative_turns": True, "interruption_check": False, "grounding": False},
         "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}, "noise_reduction": None,
                             "transcription": {"model": "whisper-1", "language": "en"},
                             "turn_detection": {"type": "server_vad", "threshold": 0.6, "silence_duration_ms": 300,
@@ -103,7 +104,7 @@ def test_valid_updates_keep_their_meaning():
     })
     assert new == SessionConfig(
         id="s", instructions="Be brief.", output_modalities=("text",), max_output_tokens=300, voice="marin",
-        speculative_turns=True, interruption_check=False, transcription=True, tools=(FunctionTool("f"),),
+        speculative_turns=True, interruption_check=False, grounding=False, transcription=True, tools=(FunctionTool("f"),),
         include=("item.input_audio_transcription.logprobs",), turn_detection=TurnDetection(threshold=0.6, silence_duration_ms=300, prefix_padding_ms=200,
                                      create_response=False, interrupt_response=False))
     assert cfg.updated({}) == cfg
