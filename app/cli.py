@@ -108,6 +108,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             total = await stack.store.count()
             print(f"ingested {r.documents} documents ({r.chunks} chunks), {r.skipped} unchanged"
                   f"{f', removed {len(r.removed)}' if r.removed else ''} in {r.seconds:.1f} s; {total} chunks in the store")
+            if r.about is not None:
+                print(f"about.toml stored: the assistant speaks for {r.about.company or '(no company)'}; scope: "
+                      f"{r.about.scope or '(none)'}  (servers read it at start)")
         finally:
             await stack.close()
         return 0

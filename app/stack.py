@@ -57,6 +57,8 @@ class Stack:
     picker: SentencePicker | None = None
     #: The retrieval's reranker (``[embedder] rerank``; its title vectors shared by every session).
     reranker: Reranker | None = None
+    #: What the knowledge base says of itself (its about.toml, app/rag/about.py), read by :meth:`warm_answers`.
+    about: Any = None
     #: The knowledge base's words (the answer's ``min_score_unfamiliar``), made by :meth:`warm_answers`.
     vocabulary: Vocabulary | None = None
     #: The embedding tool selector (tool description vectors, shared by every session).
@@ -176,6 +178,11 @@ class Stack:
         from app.answer.policy import AnswerPolicy
         from app.rag.vocabulary import Vocabulary
 
+        if self.store is not None:
+            from app.rag.about import About
+
+            found = await self.store.about()
+            self.about = None if found is None else About(*found)
         policy = AnswerPolicy.from_stage(self.profile.stage("answer"))
         if self.picker is None or self.store is None:
             return 0

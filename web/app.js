@@ -207,7 +207,7 @@ function drawWaterfall(rep) {
     row.className = `wf-row${over ? " over" : ""}${ahead ? " ahead" : ""}`;
     row.dataset.span = span;
     row.dataset.ms = value == null ? "" : String(value);
-    const noLlm = span === "prefill" && rep.answer && rep.answer.path !== "generative";
+    const noLlm = span === "prefill" && rep.answer && !["generative", "choice"].includes(rep.answer.path);
     const shown = value != null ? `${value.toFixed(1)}` : ahead ? `ahead ${rep.beside.retrieval_ahead.toFixed(0)}`
       : noLlm ? `no LLM (${rep.answer.path})` : "—";
     row.innerHTML = `<span class="wf-name" title="ceiling ${Math.round(ceiling)} ms">${span}</span>

@@ -1,4 +1,4 @@
-"""One question's answer plan: declined, extractive or generative, from the retrieval and the policy.
+"""One question's answer plan: declined, extractive, choice or generative, from the retrieval and the policy.
 
 The plan is made after retrieval and before anything is said. A declined or extractive plan carries its
 whole text (no LLM call: the fastest turns there are); a generative one carries the prompt. Marks
@@ -13,11 +13,12 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from app.answer import choice as ch
 from app.answer.extract import Extract, SentencePicker
 from app.answer.loops import find_loop
 from app.answer.policy import AnswerPolicy
 from app.llm.base import LLMRequest, TokenDelta
-from app.metrics.timeline import TurnTimeline
+from app.metrics.timeline import TurnTimeline, now_ns
 from app.rag.vocabulary import Vocabulary
 from app.tools.results import speakable
 
@@ -45,6 +46,8 @@ class Found(Protocol):
 BORDERLINE_HINT = "If the context does not answer the question, say that you do not know."
 
 DECLINED, EXTRACTIVE, GENERATIVE = "declined", "extractive", "generative"
+#: The LLM chose the answer among grounded candidates (the ``choice`` mode).
+CHOICE = "choice"
 #: The path of the nudge after the caller's long silence (``idle_timeout_ms``).
 IDLE = "idle"
 #: Said to the model in place of a question when the caller has been silent too long.
@@ -71,6 +74,8 @@ class Plan:
     messages: list[dict[str, str]] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
     extract: Extract | None = None
+    #: choice: the texts the model's tokens may spell (the candidates, then the decline)
+    choices: tuple[str, ...] = ()
 
 
 class Answerer:
@@ -90,12 +95,26 @@ class Answerer:
             return
         p = self.policy
         request = LLMRequest(request_id, plan.messages, max_tokens=max_tokens, prompt_token_ids=plan.ids or None,
-                             repetition_penalty=p.repetition_penalty, frequency_penalty=p.frequency_penalty)
+                             repetition_penalty=p.repetition_penalty, frequency_penalty=p.frequency_penalty,
+                             choice=plan.choices or None)
+        reader = ch.ChoiceReader(plan.choices) if plan.choices else None
+        submitted = now_ns()
         text = ""
         async with contextlib.aclosing(self.generate(request, timeline)) as deltas:
             async for delta in deltas:
                 text += delta.text
                 yield delta.text
+                if reader is not None:
+                    if (chosen := reader.feed(delta.text)) is not None:
+                        # decided: the grammar would only copy the rest out, token by token
+                        timeline.measured["llm_choice"] = (now_ns() - submitted) / 1e6
+                        timeline.answer = dict(timeline.answer or {}, chosen=plan.choices.index(chosen),
+                                               candidates=len(plan.choices), declined=chosen == p.decline_text,
+                                               choice_tokens=timeline.tokens)
+                        if reader.rest:
+                            yield reader.rest
+                        return  # closing the stream aborts the engine request
+                    continue
                 if p.stop_loops and (phrase := find_loop(text, repeats=2)) is not None:
                     log.info("request %s: stopped at a phrase loop (%r)", request_id, phrase)
                     timeline.answer = dict(timeline.answer or {}, stopped_loop=phrase)
@@ -170,12 +189,37 @@ class Answerer:
             return Plan(DECLINED, score, text=p.decline_text, extract=extract)
         if p.mode == "extractive" and extract is not None:
             return Plan(EXTRACTIVE, score, text=extract.text, extract=extract)
+        if p.mode == "choice" and extract is not None:
+            return await self._choice(p, question, found, instructions, history, timeline, score, extract)
         passages: list[Any] = found.passages
         if extract is not None:  # grounded: the model sees only the sentences that answer
             passages = [ContextPassage(found.passages[0].title, extract.text)]
         hint = BORDERLINE_HINT if score is not None and score < p.borderline_score else None
         messages, ids = self.build_prompt(instructions, question, passages, history, timeline, hint=hint)
         return Plan(GENERATIVE, score, messages=messages, ids=ids, extract=extract)
+
+    async def _choice(self, p: AnswerPolicy, question: str, found: Found, instructions: str,
+                      history: list[dict[str, str]], timeline: TurnTimeline, score: float | None,
+                      extract: Extract) -> Plan:
+        """The prompt of the ``choice`` mode: the extract of each of the best ``choices`` passages (the
+        overall best first) as the context, and the grammar's candidates: those extracts and the decline."""
+        assert self.picker is not None and found.vector is not None
+        t0 = now_ns()
+        picked: list[tuple[str, str]] = [(found.passages[0].title, extract.text)]
+        for passage in found.passages[:p.choices]:
+            if passage.chunk_id == extract.chunk_id:
+                picked[0] = (passage.title, extract.text)
+                continue
+            other = await self.picker.pick(found.vector, [passage], sentences=p.sentences, question=question,
+                                           lexical_weight=p.lexical_weight, span=p.extract_span)
+            if other is not None and len(picked) < p.choices:
+                picked.append((passage.title, other.text))
+        options = ch.candidates([text for _, text in picked], p.decline_text if p.choice_decline else None)
+        timeline.measured["extract"] = (now_ns() - t0) / 1e6
+        passages = [ContextPassage(title, text) for title, text in picked if text in options]
+        messages, ids = self.build_prompt(instructions, question, passages, history, timeline,
+                                          hint=ch.prompt_hint(p.choice_hint, p.decline_text))
+        return Plan(CHOICE, score, messages=messages, ids=ids, extract=extract, choices=options)
 
     async def _extract(self, p: AnswerPolicy, question: str, found: Found) -> Extract | None:
         if self.picker is None or found.vector is None or not found.passages:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from app.answer.choice import CHOICE_HINT
 from app.answer.extract import SPANS
 from app.errors import ConfigError
+from app.rag.about import About
 
 MODES = ("generative", "grounded", "extractive", "choice")
 
-#: The fixed reply of the declined path: says what the assistant can help with, invents nothing.
-DECLINE_TEXT = ("Sorry, I can only help with questions about Halden products: the Aero purifier, its filters, "
-                "setup, your account, returns and the warranty.")
-
-
-#: The fixed nudge after a long silence of the caller (``idle_timeout_ms``).
-IDLE_TEXT = "Are you still there? I can help with the Aero purifier, its filters, your order or the warranty."
+#: The fixed reply of the declined path and the nudge after a long silence (``idle_timeout_ms``), when the
+#: knowledge base says nothing about itself (app/rag/about.py: a KB's about.toml names its scope in them).
+DECLINE_TEXT = About().decline_text
+IDLE_TEXT = About().idle_text
 
 
 @dataclass(frozen=True)
@@ -50,8 +49,12 @@ class AnswerPolicy:
     extract_span: str = "following"
     #: Passages searched for the extract's best sentence (best-first).
     extract_passages: int = 1
-    #: ``choice``: the passages (best first) whose extract is a candidate answer, beside the decline.
+    #: ``choice``: the passages (best first) whose extract is a candidate answer; whether the decline is one
+    #: too (else the gates alone decline); the line after the question telling the model what it answers with
+    #: (``{decline}``: the decline's text).
     choices: int = 3
+    choice_decline: bool = True
+    choice_hint: str = CHOICE_HINT
     #: Weight of the question's subject words found in a sentence, beside its cosine, when picking it.
     lexical_weight: float = 0.0
     #: vLLM sampling penalties (1.0 / 0.0: off).
@@ -87,8 +90,9 @@ class AnswerPolicy:
                        borderline_score=0.0)
 
     @classmethod
-    def from_stage(cls, cfg: dict) -> "AnswerPolicy":
-        d = cls()
+    def from_stage(cls, cfg: dict, about: About | None = None) -> "AnswerPolicy":
+        """``about``: the knowledge base's own texts, for the decline and the idle nudge the profile leaves out."""
+        d = cls() if about is None else cls(decline_text=about.decline_text, idle_text=about.idle_text)
         return cls(
             mode=str(cfg.get("mode", d.mode)),
             min_score=float(cfg.get("min_score", d.min_score)),
@@ -101,6 +105,8 @@ class AnswerPolicy:
             extract_span=str(cfg.get("extract_span", d.extract_span)),
             extract_passages=int(cfg.get("extract_passages", d.extract_passages)),
             choices=int(cfg.get("choices", d.choices)),
+            choice_decline=bool(cfg.get("choice_decline", d.choice_decline)),
+            choice_hint=str(cfg.get("choice_hint", d.choice_hint)),
             lexical_weight=float(cfg.get("lexical_weight", d.lexical_weight)),
             repetition_penalty=float(cfg.get("repetition_penalty", d.repetition_penalty)),
             frequency_penalty=float(cfg.get("frequency_penalty", d.frequency_penalty)),

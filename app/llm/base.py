@@ -27,6 +27,8 @@ class LLMRequest:
     #: A JSON schema the output must follow (the engine's structured outputs / guided decoding): the reply is
     #: then one JSON value valid for it. None: free text.
     json_schema: dict[str, Any] | None = None
+    #: The texts the output must be one of (structured outputs' choice grammar). None: free text.
+    choice: tuple[str, ...] | None = None
 
 
 @dataclass

@@ -58,9 +58,8 @@ class OpenAIRemoteEngine(LLMEngine):
                 model=self.model, messages=request.messages, max_tokens=request.max_tokens,
                 temperature=request.temperature, stream=True, stream_options={"include_usage": True},
                 frequency_penalty=request.frequency_penalty,
-                # vLLM's own sampling parameter, outside the OpenAI schema
-                extra_body={"repetition_penalty": request.repetition_penalty}
-                if request.repetition_penalty != 1.0 else None,
+                # vLLM's own parameters, outside the OpenAI schema
+                extra_body=_vllm_extras(request),
                 # structured outputs the OpenAI way (vLLM's server guides decoding by it)
                 response_format={"type": "json_schema", "json_schema": {"name": "output", "schema": request.json_schema}}
                 if request.json_schema is not None else omit,
@@ -104,3 +103,13 @@ class OpenAIRemoteEngine(LLMEngine):
 
     def describe(self) -> dict[str, Any]:
         return {"engine": f"OpenAI-compatible server at {self.base_url}", "model": self.model}
+
+
+def _vllm_extras(request: LLMRequest) -> dict | None:
+    """vLLM's sampling parameters outside the OpenAI schema: ``repetition_penalty`` and the choice grammar."""
+    extra: dict = {}
+    if request.repetition_penalty != 1.0:
+        extra["repetition_penalty"] = request.repetition_penalty
+    if request.choice:
+        extra["structured_outputs"] = {"choice": list(request.choice)}
+    return extra or None

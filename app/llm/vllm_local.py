@@ -153,7 +153,6 @@ class VLLMLocalEngine(LLMEngine):
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
         from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
 
         if self._engine is None:
             raise EngineError("the LLM engine is not started", "call start() first")
@@ -168,8 +167,7 @@ class VLLMLocalEngine(LLMEngine):
             repetition_penalty=request.repetition_penalty,
             frequency_penalty=request.frequency_penalty,
             output_kind=_delta_kind(),
-            structured_outputs=StructuredOutputsParams(json=request.json_schema, disable_any_whitespace=True)
-            if request.json_schema is not None else None,
+            structured_outputs=_structured(request),
         )
         finished = False
         generated = 0
@@ -283,6 +281,17 @@ class VLLMLocalEngine(LLMEngine):
             "enforce_eager": self.enforce_eager,
             "kv_cache_gib": self.kv_cache_gib,
         }
+
+
+def _structured(request: LLMRequest) -> Any:
+    """The request's grammar for vLLM's structured outputs (a JSON schema or a choice), or None."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    if request.json_schema is not None:
+        return StructuredOutputsParams(json=request.json_schema, disable_any_whitespace=True)
+    if request.choice:
+        return StructuredOutputsParams(choice=list(request.choice))
+    return None
 
 
 def _delta_kind() -> Any:

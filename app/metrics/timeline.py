@@ -39,7 +39,7 @@ CEILINGS = {
 }
 SPANS = ("network_rtt", "gateway", "asr_finalize", "retrieval", "prompt", "prefill", "ttft", "ttft_client")
 BESIDE = ("endpoint_delay", "voice_to_voice", "tts_first_audio", "tokens_per_s", "spec_acceptance", "retrieval_ahead",
-          "tool_choice", "tool", "asr_wait", "asr_compute", "tts_wait")
+          "tool_choice", "tool", "asr_wait", "asr_compute", "tts_wait", "extract", "llm_choice")
 #: The spans (of SPANS and BESIDE) that are one mark's difference to another: name -> (from, to). ``prompt`` is one
 #: too, from the later of two marks (see ``TurnTimeline.intervals``); the others are measured, or not durations.
 MARK_SPANS = {
@@ -152,6 +152,10 @@ class TurnTimeline:
         s["asr_wait"] = self.measured.get("asr_wait")
         s["asr_compute"] = self.measured.get("asr_compute")
         s["tts_wait"] = self.measured.get("tts_wait")
+        # the choice mode's two paths: the grounded candidates ready (what an extractive answer would wait for),
+        # and the model's tokens deciding among them (from its request)
+        s["extract"] = self.measured.get("extract")
+        s["llm_choice"] = self.measured.get("llm_choice")
         return s
 
     def verdict(self) -> tuple[bool | None, list[str]]:

@@ -11,13 +11,13 @@ from app.audio.rates import INPUT_RATE
 from app.protocol import extensions
 from app.protocol import fields as f
 from app.protocol import tools as t
+from app.rag.about import About
 
 #: The only ``audio/pcm`` rate on the wire (input and output are both 24 kHz; kept for importers).
 AUDIO_RATE = INPUT_RATE
-DEFAULT_INSTRUCTIONS = (
-    "You are the voice support agent of Halden Labs. Answer the caller's question in one or two short, "
-    "friendly sentences, using only the facts in the context."
-)
+#: The instructions of a session whose server's knowledge base names no company (app/rag/about.py; the
+#: server's sessions start with its own: ``PipelineTuning.instructions``).
+DEFAULT_INSTRUCTIONS = About().instructions
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from app.rag.about import About, read_about
 from app.rag.embedder import Embedder
 from app.rag.kb import read_folder
 from app.rag.store import VectorStore
@@ -20,6 +21,8 @@ class IngestReport:
     chunks: int = 0
     removed: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: The folder's about.toml, stored (None: the folder has none; what was stored before stays).
+    about: About | None = None
 
 
 async def ingest_folder(
@@ -37,6 +40,7 @@ async def ingest_folder(
 
     t0 = time.perf_counter()
     docs = await asyncio.to_thread(read_folder, folder)
+    about = read_about(folder)  # read first: a bad about.toml stops the ingest before it changes anything
     state = await store.document_state()
     report = IngestReport()
     total = sum(len(d.passages) for d in docs)
@@ -61,5 +65,8 @@ async def ingest_folder(
         report.chunks += len(rows)
     if prune:
         report.removed = await store.delete_missing({d.source for d in docs})
+    if about is not None:
+        await store.set_about(about.company, about.scope)
+        report.about = about
     report.seconds = time.perf_counter() - t0
     return report

@@ -154,6 +154,17 @@ class VectorStore:
                 [(doc_id, o, t, c, json.dumps(m), e) for o, t, c, m, e in rows],
             )
 
+    async def about(self) -> tuple[str, str] | None:
+        """The knowledge base's ``(company, scope)`` (app/rag/about.py), or None when none was ingested."""
+        row = await self._read(lambda conn, left: conn.fetchrow("SELECT company, scope FROM kb_about", timeout=left),
+                               READ_TIMEOUT_S)
+        return None if row is None else (row["company"], row["scope"])
+
+    async def set_about(self, company: str, scope: str) -> None:
+        async with self.pool.acquire() as conn:
+            await conn.execute("INSERT INTO kb_about (company, scope) VALUES ($1, $2) ON CONFLICT (only_row) DO "
+                               "UPDATE SET company = $1, scope = $2, updated_at = now()", company, scope)
+
     async def delete_missing(self, keep: set[str]) -> list[str]:
         async with self.pool.acquire() as conn:
             rows = await conn.fetch("DELETE FROM documents WHERE NOT (source = ANY($1::text[])) RETURNING source",

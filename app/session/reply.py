@@ -27,7 +27,7 @@ from app.metrics.timeline import now_ns
 from app.protocol import server_events as ev
 from app.protocol import tools as t
 from app.protocol.events import ProtocolError, new_id
-from app.protocol.session_config import DEFAULT_INSTRUCTIONS, SessionConfig
+from app.protocol.session_config import SessionConfig
 from app.session import stages
 from app.session.conversation import Conversation, FunctionCall, Item
 from app.session.output import ReplyOutput
@@ -73,11 +73,6 @@ class ReplyOptions:
     @property
     def audio(self) -> bool:
         return "audio" in self.modalities
-
-    @property
-    def custom_instructions(self) -> bool:
-        """The client set instructions of its own (a persona for the model; grounding holds all the same)."""
-        return self.instructions != DEFAULT_INSTRUCTIONS
 
     @property
     def may_call_tools(self) -> bool:
@@ -292,7 +287,7 @@ class Reply:
     async def _answer(self, question: str) -> None:
         turn, tl, opts = self.turn, self.turn.timeline, self.options
         answerer = self._answerer()
-        custom = opts.custom_instructions
+        custom = opts.instructions != self.tuning.instructions  # the client's own: a persona; grounding holds
         results = self.conversation.tool_results(after=turn.item_id)
         if results:  # the client ran the tools this question needed: answer from their outputs
             self._after = results[-1][1].id

@@ -57,8 +57,9 @@ class RealtimeSession:
         """``stack``: the engines (:class:`app.stack.Stack`); ``model``: the name the client asked for
         (``?model=``), default the profile's served name."""
         self.stack = stack
-        self.tuning = PipelineTuning.from_profile(stack.profile)
-        self.config = config or SessionConfig(id=new_id("sess"), model=model or self.tuning.served_name)
+        self.tuning = PipelineTuning.from_profile(stack.profile, getattr(stack, "about", None))
+        self.config = config or SessionConfig(id=new_id("sess"), model=model or self.tuning.served_name,
+                                              instructions=self.tuning.instructions)
         #: Everything leaves through here, as the client configured it (``include``, the output format).
         self.transport: AsConfigured = AsConfigured(transport, lambda: self.config)
         self.conversation = Conversation()

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from app.answer.policy import AnswerPolicy
 from app.errors import ConfigError
 from app.profiles import Profile
+from app.rag.about import About
 from app.session.interruption import InterruptionOptions
 from app.tools.policy import ToolPolicy
 
@@ -46,6 +47,8 @@ class PipelineTuning:
     history_tokens: int = 384
     #: The first TTS chunk is the first clause or six words (``[tts] first_clause``).
     first_clause: bool = True
+    #: A session's instructions until the client sets its own (the knowledge base's company: app/rag/about.py).
+    instructions: str = About().instructions
     #: How questions are answered (``[answer]``: app/answer/policy.py).
     answer: AnswerPolicy = field(default_factory=AnswerPolicy)
     #: How tool calls are decided (``[tools]``: app/tools/policy.py).
@@ -54,10 +57,13 @@ class PipelineTuning:
     interruption: InterruptionOptions = field(default_factory=InterruptionOptions)
 
     @classmethod
-    def from_profile(cls, profile: Profile) -> "PipelineTuning":
+    def from_profile(cls, profile: Profile, about: About | None = None) -> "PipelineTuning":
+        """``about``: what the knowledge base says of itself (the default instructions, the decline, the idle
+        nudge); None: texts that name no company."""
         vad, asr, llm, tts = (profile.stage(s) for s in ("vad", "asr", "llm", "tts"))
         d = cls()
         return cls(
+            instructions=(about or About()).instructions,
             served_name=str(llm.get("served_name", d.served_name)),
             speculate_after_ms=int(vad.get("speculate_after_ms", d.speculate_after_ms)),
             hold_open_ms=_hold_open_ms(vad.get("hold_open_ms", d.hold_open_ms)),
@@ -71,7 +77,7 @@ class PipelineTuning:
             context_tokens=int(llm.get("context_tokens", d.context_tokens)),
             history_tokens=int(llm.get("history_tokens", d.history_tokens)),
             first_clause=bool(tts.get("first_clause", d.first_clause)),
-            answer=AnswerPolicy.from_stage(profile.stage("answer")),
+            answer=AnswerPolicy.from_stage(profile.stage("answer"), about),
             tools=ToolPolicy.from_stage(profile.stage("tools")),
             interruption=InterruptionOptions.from_stage(profile.stage("interruption")),
         )

@@ -4,11 +4,14 @@ which path answered."""
 
 import pytest
 
-from app.answer.policy import DECLINE_TEXT
+from app.rag.about import read_about
+from app.rag.kb import SAMPLE_KB
 from app.sdk import RealtimeClient
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
+#: The decline of the sample knowledge base: its about.toml's scope (stored at ingest), not a text in the code.
+DECLINE_TEXT = read_about(SAMPLE_KB).decline_text
 
 
 async def ask(ws_url, question, *, audio=False):
@@ -34,7 +37,7 @@ async def test_an_in_scope_question_is_answered_with_its_fact_and_the_path_is_re
     result = await ask(ws_url, "How much does the Halden Aero cost?")
     raw = result.latency.raw
     assert result.status == "completed" and result.reply != DECLINE_TEXT
-    assert raw["answer"]["path"] in ("extractive", "generative")
+    assert raw["answer"]["path"] in ("extractive", "choice", "generative")
     assert raw["answer"]["mode"] == stack.profile.stage("answer").get("mode", "generative")
     assert raw["answer"]["top_score"] >= stack.profile.stage("answer")["min_score"]
     assert result.sources and result.sources[0]["title"] == "Halden Aero at a Glance"
@@ -48,3 +51,12 @@ async def test_a_question_about_a_subject_the_kb_never_mentions_is_held_to_the_s
     assert raw["answer"]["path"] == "declined" and "student" in raw["answer"]["unknown_words"]
     # close enough for a familiar question, not for this one
     assert answer["min_score"] <= raw["answer"]["top_score"] < answer["min_score_unfamiliar"]
+
+
+async def test_the_company_and_its_scope_come_from_the_knowledge_base_s_about(ws_url, stack):
+    about = read_about(SAMPLE_KB)
+    assert about.company == "Halden Labs" and "Aero" in about.scope
+    assert stack.about == about  # read back from the database the ingest stored it in
+    async with RealtimeClient(ws_url, TEST_KEY) as client:
+        created = client.session
+        assert created["instructions"].startswith("You are the voice support agent of Halden Labs.")

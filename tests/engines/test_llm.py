@@ -44,6 +44,22 @@ async def test_answer_is_grounded_in_the_prompt(llm):
     assert "nine months" in text.lower()
 
 
+#: Candidates a choice grammar holds: two start alike ("It "), so the model needs more than a token to choose.
+CHOICES = ("It lasts about nine months.", "It costs forty-nine dollars.", "Sorry, I cannot help with that.")
+CHOICE_PROMPT = [{"role": "system", "content": "Answer from the context."},
+                 {"role": "user", "content": "Context:\n- Filters: The filter costs forty-nine dollars.\n\n"
+                                             "Question: How much is a new filter?"}]
+
+
+async def test_a_choice_grammar_lets_the_model_say_one_candidate_only(llm):
+    """The ``choice`` answer mode's structured outputs: whatever the model would say, its tokens spell one of the
+    candidates, whole, and nothing else (here, a prompt that asks for something else entirely)."""
+    for question in (CHOICE_PROMPT, COPY_PROMPT):
+        text = "".join([d.text async for d in llm.stream(LLMRequest(f"c-{uuid.uuid4().hex}", question,
+                                                                    max_tokens=40, choice=CHOICES))])
+        assert text in CHOICES, text
+
+
 async def test_closing_the_stream_aborts_the_request(llm):
     req = LLMRequest(f"abort-{uuid.uuid4().hex}", COPY_PROMPT, max_tokens=400)
     agen = llm.stream(req)

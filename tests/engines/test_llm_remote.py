@@ -26,6 +26,21 @@ async def test_remote_vllm_streams_through_the_engine_interface(vllm_server, set
     await eng.close()
 
 
+async def test_remote_vllm_honours_the_choice_grammar(vllm_server, settings):
+    """The ``choice`` answer mode through a vLLM server: the grammar goes as vLLM's ``structured_outputs``."""
+    from tests.engines.test_llm import CHOICE_PROMPT, CHOICES, COPY_PROMPT
+
+    eng = OpenAIRemoteEngine({"base_url": f"{vllm_server}/v1", "served_name": "smollm2-135m-instruct"}, settings)
+    await eng.start()
+    try:
+        for msgs in (CHOICE_PROMPT, COPY_PROMPT):
+            text = "".join([d.text async for d in eng.stream(LLMRequest(f"rc-{uuid.uuid4().hex}", msgs, max_tokens=40,
+                                                                        choice=CHOICES))])
+            assert text in CHOICES, text
+    finally:
+        await eng.close()
+
+
 async def test_remote_abort_closes_the_stream(vllm_server, settings):
     eng = OpenAIRemoteEngine({"base_url": f"{vllm_server}/v1", "served_name": "smollm2-135m-instruct"}, settings)
     await eng.start()

@@ -84,6 +84,33 @@ async def test_changed_file_is_replaced_and_removed_file_pruned(stack, tmp_path)
     assert await stack.store.count() == before
 
 
+async def test_a_kb_s_about_is_stored_at_ingest_and_a_bad_one_stops_it(stack, tmp_path):
+    from app.errors import ConfigError
+    from app.rag.about import About, read_about
+    from app.rag.ingest import ingest_folder
+    from app.rag.kb import SAMPLE_KB
+
+    halden = read_about(SAMPLE_KB)
+    assert await stack.store.about() == (halden.company, halden.scope)  # the test stack's ingest stored it
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "zz-rockets.md").write_text("# Rockets\n\n## Launch\nThe rocket launches at dawn.\n")
+    (kb / "about.toml").write_text('company = "Acme"\nscope = "Acme rockets"\n')
+    try:
+        report = await ingest_folder(kb, stack.store, stack.embedder, model_id=stack.embedding_model_id)
+        assert report.about == About("Acme", "Acme rockets") and await stack.store.about() == ("Acme", "Acme rockets")
+        (kb / "about.toml").write_text('company = "Acme"\nslogan = "Up!"\n')
+        (kb / "zz-rockets.md").write_text("# Rockets\n\n## Launch\nChanged.\n")
+        with pytest.raises(ConfigError, match="slogan"):
+            await ingest_folder(kb, stack.store, stack.embedder, model_id=stack.embedding_model_id)
+        assert await stack.store.about() == ("Acme", "Acme rockets")
+        assert [p.content for p in await stack.store.passages() if p.source == "zz-rockets.md"] == [
+            "The rocket launches at dawn."]  # nothing of the folder changed
+    finally:
+        await ingest_folder(SAMPLE_KB, stack.store, stack.embedder, model_id=stack.embedding_model_id, prune=True)
+    assert await stack.store.about() == (halden.company, halden.scope)
+
+
 async def test_the_answer_sentences_of_every_passage_are_warmed_once(stack):
     total = await stack.store.count()
     assert await stack.warm_answers() == min(total, stack.picker.max_passages) > 0
