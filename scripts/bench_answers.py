@@ -2,10 +2,10 @@
 """Answer-quality benchmark: the questions of tests/data/answers/questions.jsonl through retrieval and each
 answer configuration, interleaved, in one run; scored automatically (app/bench/answers.py).
 
-    flock /tmp/team/engines.lock .venv/bin/python scripts/bench_answers.py [--profiles cpu-tiny[,cpu-gemma]]
+    flock /tmp/team/engines.lock .venv/bin/python scripts/bench_answers.py [--profiles cpu-base[,cpu-gemma]]
         [--configs before,generative,grounded,extractive-1,extractive-2,profile] [--limit N] [--out reports/answers]
         [--spoken-url ws://127.0.0.1:8250/v1/realtime --spoken 24]
-        [--profiles remote-vllm --llm-url http://gpu-box:8000/v1 | --start-vllm cpu-tiny]
+        [--profiles remote-vllm --llm-url http://gpu-box:8000/v1 | --start-vllm cpu-base]
 
 By text, in this process, on the first profile's stack (embedded PostgreSQL with the sample KB, MiniLM, the
 LLM of each profile): each question is retrieved once (the query cache off), then answered by every
@@ -38,8 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.answer.choice import CHOICE_HINT  # noqa: E402
 from app.answer.policy import AnswerPolicy  # noqa: E402
 from app.bench import answers as A  # noqa: E402
+from app.bench import lab  # noqa: E402
 from app.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
 
 #: Overrides of the profile's [answer] section (and ``retrieval``: "vector" or "hybrid"; default: the profile's).
@@ -48,6 +50,7 @@ from app.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
 _OPEN = {"min_score": 0.0, "min_score_unfamiliar": 0.0, "min_extract_score": 0.0, "borderline_score": 0.0}
 _EXTRACTIVE = {**_OPEN, "mode": "extractive", "extract_span": "following"}
 _GROUNDED = {**_OPEN, "mode": "grounded", "extract_span": "following"}
+_TOLD = CHOICE_HINT + " If none answers it, reply: {decline}"
 CONFIGS: dict[str, dict] = {
     # how every question was answered before the answer work: vectors only, the LLM from the passages
     "before": {**_OPEN, "mode": "generative", "stop_loops": False, "repetition_penalty": 1.0,
@@ -86,6 +89,18 @@ CONFIGS: dict[str, dict] = {
     # ... and with the lexical weight at half and twice its default (0.05): how much the choice matters
     "profile-lexical-0.025": {"retrieval": "profile-lexical-0.025"},
     "profile-lexical-0.1": {"retrieval": "profile-lexical-0.1"},
+    # the profile's [answer] with the LLM choosing among the extracts of the best 1 / 2 / 3 passages and the
+    # decline (app/answer/choice.py), gates included
+    "choice-1": {"mode": "choice", "choices": 1},
+    "choice-2": {"mode": "choice", "choices": 2},
+    "choice-3": {"mode": "choice", "choices": 3},
+    # ... the hint naming the decline (as first measured, §41 run 1)
+    "choice-1-told": {"mode": "choice", "choices": 1, "choice_hint": _TOLD},
+    "choice-3-told": {"mode": "choice", "choices": 3, "choice_hint": _TOLD},
+    # ... the decline not a candidate (the gates alone decline); with one candidate, a copy of the extract
+    "choice-2-nodecline": {"mode": "choice", "choices": 2, "choice_decline": False},
+    "choice-3-nodecline": {"mode": "choice", "choices": 3, "choice_decline": False},
+    "copy": {"mode": "choice", "choices": 1, "choice_decline": False},
     # the profile's [answer] as it is, gates included
     "profile": {},
 }
@@ -137,12 +152,12 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
 
         settings = Settings.from_env()
         print(f"  starting a vLLM server of {args.start_vllm}'s LLM…", file=sys.stderr, flush=True)
-        server, url = await vllm_server.start(args.start_vllm, settings.models_dir, log_path=args.out / "vllm.log",
+        server, url = await vllm_server.start(lab.profile(args.start_vllm), settings.models_dir, log_path=args.out / "vllm.log",
                                               cache_dir=settings.vllm_cache_dir)
         over["llm_base_url"] = f"{url}/v1"
     elif args.llm_url:
         over["llm_base_url"] = args.llm_url
-    base = Stack.from_settings(Settings.from_env(profile=profiles[0], **over))
+    base = Stack.from_settings(Settings.from_env(profile=lab.profile(profiles[0]), **over))
     stacks = [base]
     rows: list[dict] = []
     scores: list = []
@@ -154,7 +169,7 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
 
             await ingest_folder(SAMPLE_KB, base.store, base.embedder, model_id=base.embedding_model_id)
         for name in profiles[1:] if needs_llm else []:
-            other = Stack.from_settings(Settings.from_env(profile=name, **over))
+            other = Stack.from_settings(Settings.from_env(profile=lab.profile(name), **over))
             print(f"  loading llm ({name})…", file=sys.stderr, flush=True)
             await other.start(("llm",))
             other.embedder, other.store, other.retriever, other.picker = (base.embedder, base.store, base.retriever,
@@ -276,7 +291,7 @@ async def run_spoken(args: argparse.Namespace, questions: list[A.Question], out:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--profiles", default="cpu-tiny", help="comma-separated profiles (each one's LLM is loaded)")
+    ap.add_argument("--profiles", default="cpu-base", help="comma-separated profiles (each one's LLM is loaded)")
     ap.add_argument("--configs", default="before,generative,generative-rp1.3,grounded,extractive-1,extractive-2,profile")
     ap.add_argument("--questions", type=Path, default=A.QUESTIONS)
     ap.add_argument("--limit", type=int, help="only the first N questions (a quick look)")

@@ -2,7 +2,7 @@
 """The fleet's topology on this machine, for trying it and for benchmarks (docs/DEPLOY.md):
 
     .venv/bin/python scripts/fleet.py [--replicas 2] [--port 8260] [--workdir /tmp/sub250-fleet]
-        [--vllm-url http://127.0.0.1:8000] [--engine-profile cpu-tiny] [--drain-s 10] [--compiled]
+        [--vllm-url http://127.0.0.1:8000] [--engine-profile cpu-base] [--drain-s 10] [--compiled]
 
 starts one PostgreSQL + pgvector (the embedded binaries as a server of their own), a vLLM OpenAI-compatible
 server on CPU with the default model (unless --vllm-url names one that runs), the sample knowledge base ingested
@@ -37,7 +37,7 @@ def main() -> int:
     p.add_argument("--workdir", type=Path, default=Path("/tmp/sub250-fleet"), help="data, configs and logs")
     p.add_argument("--key", default="sk-sub250-fleet-local", help="the API key every replica accepts")
     p.add_argument("--vllm-url", help="use this running OpenAI-compatible server instead of starting one")
-    p.add_argument("--engine-profile", default="cpu-tiny", help="whose [llm] the vLLM server runs")
+    p.add_argument("--engine-profile", default="cpu-base", help="whose [llm] the vLLM server runs")
     p.add_argument("--drain-s", type=float, default=10.0, help="SUB250_DRAIN_S of each replica")
     p.add_argument("--compiled", action="store_true", help="vLLM with torch.compile (slower start, faster decode)")
     args = p.parse_args()

@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench import report  # noqa: E402
+from app.bench import lab, report  # noqa: E402
 from app.bench.options import corpus, default_key  # noqa: E402
 from app.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
 from app.bench.stats import format_table, percentile, summarize  # noqa: E402
@@ -107,7 +107,7 @@ async def main(args: argparse.Namespace) -> int:
             label, _, curl = name.partition("=")
             configs.append((label, curl, args.baseline_key or args.key or default_key()))
             continue
-        proc, curl = start_profile_server("cpu-baseline" if name == "baseline" else name)
+        proc, curl = start_profile_server(lab.profile("cpu-baseline" if name == "baseline" else name))
         procs.append(proc)
         configs.append((name, curl, None))
     (out / "turns.jsonl").write_text("")
@@ -189,10 +189,11 @@ if __name__ == "__main__":
     p.add_argument("--speed", type=float, default=1.0, help="stream audio this many times faster than real time")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for one reply")
     p.add_argument("--compare", help="comma-separated comparison points, each run by a second server started "
-                   "here: 'baseline' (profile cpu-baseline) or a profile name, e.g. cpu-tiny-no-ngram; or LABEL=URL, a "
+                   "here: 'baseline' (scripts/profiles/cpu-baseline.toml) or a profile: a name in models/ or scripts/profiles/ (e.g. cpu-tiny-no-ngram) or a .toml path; or LABEL=URL, a "
                    "server that runs already (key: --baseline-key, else --key)")
-    p.add_argument("--instructions", help="the sessions' own instructions (session.update): the LLM then answers "
-                   "every question (the default profile's extractive answers apply to the default instructions only)")
+    p.add_argument("--instructions", help="the sessions' own instructions (session.update), as a framework sets a "
+                   "persona (the profile's grounded answers hold; --session '{\"sub250\": {\"grounding\": false}}' "
+                   "lets the LLM answer freely)")
     p.add_argument("--session", help="a JSON session object every session sends first (session.update), e.g. "
                    "'{\"sub250\": {\"speculative_turns\": false}}'")
     p.add_argument("--baseline-url")

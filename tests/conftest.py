@@ -131,7 +131,7 @@ async def vllm_server(settings, tmp_path_factory):
     it. Yields its base URL (``http://127.0.0.1:PORT``)."""
     from app.fleet import vllm_server
 
-    child, url = await vllm_server.start("cpu-tiny", settings.models_dir, cache_dir=settings.vllm_cache_dir,
+    child, url = await vllm_server.start("cpu-base", settings.models_dir, cache_dir=settings.vllm_cache_dir,
                                          log_path=tmp_path_factory.mktemp("vllm-server") / "vllm.log")
     try:
         yield url

@@ -40,7 +40,7 @@ class Replica:
 
 class LocalFleet:
     def __init__(self, workdir: Path, *, replicas: int = 2, port: int = 0, api_key: str = "sk-sub250-fleet-local",
-                 replica_profile: str = "remote-vllm", engine_profile: str = "cpu-tiny",
+                 replica_profile: str = "remote-vllm", engine_profile: str = "cpu-base",
                  models_home: Path | None = None, vllm_url: str | None = None, kb: Path | None = None,
                  enforce_eager: bool = True, drain_s: float = 10.0, load_timeout_s: float = 900.0,
                  progress: Callable[[str], None] | None = None) -> None:

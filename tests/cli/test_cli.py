@@ -45,7 +45,7 @@ def run_cli(*args, env, timeout=120):
 def test_models_list_names_every_profile(settings):
     r = run_cli("models", "list", env=_env(settings))
     assert r.returncode == 0
-    for name in ("cpu-tiny", "cpu-gemma", "gpu-8b", "remote-vllm"):
+    for name in ("cpu-base", "cpu-gemma", "gpu-8b", "remote-vllm"):
         assert name in r.stdout
 
 
@@ -161,7 +161,7 @@ def test_doctor_loads_and_times_every_engine(settings, tmp_path):
 
 def test_doctor_names_what_failed(settings, tmp_path):
     bad = tmp_path / "bad.toml"
-    bad.write_text('extends = "cpu-tiny"\n[asr]\nsource = "path:/nonexistent/whisper"\n'
+    bad.write_text('extends = "cpu-base"\n[asr]\nsource = "path:/nonexistent/whisper"\n'
                    '[llm]\nbackend = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n')
     r = run_cli("--profile", str(bad), "doctor", env=_env(settings, SUB250_HOME=str(tmp_path / "home")))
     assert r.returncode == 1

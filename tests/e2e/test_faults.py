@@ -23,6 +23,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from app.bench import lab
 from app.sdk import RealtimeClient
 from app.sdk.client import ConnectionLost
 from tests.e2e.helpers import LLM_ANSWERS
@@ -347,7 +348,7 @@ async def test_a_killed_llm_engine_fails_the_turn_turns_unhealthy_and_exits_for_
 
     env = {**os.environ, "SUB250_HOME": str(tmp_path / "home"), "SUB250_MODELS_HOME": str(settings.models_dir),
            "DATABASE_URL": stack.dsn,  # the test PostgreSQL: no second embedded one
-           "SUB250_PROFILE": "cpu-tiny", "SUB250_LLM_ENFORCE_EAGER": "true", "SUB250_DB_POOL_SIZE": "2",
+           "SUB250_PROFILE": lab.profile("cpu-tiny"), "SUB250_LLM_ENFORCE_EAGER": "true", "SUB250_DB_POOL_SIZE": "2",
            "PYTHONUNBUFFERED": "1"}
     env.pop("SUB250_DATABASE_URL", None)
     out_path, err_path = tmp_path / "serve.out", tmp_path / "serve.err"

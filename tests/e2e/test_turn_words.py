@@ -35,12 +35,13 @@ def _counter(name: str) -> float:
 async def words_server(server):
     """A server over the test server's engines (no second load) whose sessions run cpu-base-words's tuning."""
     from app.gateway import ApiKeys, GatewayLimits
+    from app.bench import lab
     from app.profiles import load_profile
     from app.server import Server
 
     srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(origins=(TEST_ORIGIN,)))
     await srv.listen()
-    srv.attach(replace(server.stack, profile=load_profile("cpu-base-words")))
+    srv.attach(replace(server.stack, profile=load_profile(lab.profile("cpu-base-words"))))
     yield srv
     await srv.close()
 

@@ -18,8 +18,8 @@ QUESTION = "How far from the wall should I put my purifier?"
 
 @pytest.fixture(scope="module")
 def engine(settings):
-    m = prepare(load_profile("cpu-tiny"), settings.models_dir, stages=("turn",))["turn"]
-    st = SmartTurn(m["model"], load_profile("cpu-tiny").stage("turn"))
+    m = prepare(load_profile("cpu-base"), settings.models_dir, stages=("turn",))["turn"]
+    st = SmartTurn(m["model"], load_profile("cpu-base").stage("turn"))
     st.load()
     yield st
     st.close()
@@ -29,7 +29,7 @@ def engine(settings):
 def question(settings):
     from app.tts.piper import PiperTTS
 
-    profile = load_profile("cpu-tiny")
+    profile = load_profile("cpu-base")
     m = prepare(profile, settings.models_dir, stages=("tts",))["tts"]
     tts = PiperTTS(m["model"], m["config"], profile.stage("tts"))
     tts.load()

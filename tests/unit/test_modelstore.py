@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from app.bench import lab
 from app.errors import ModelError
 from app.modelstore import prepare, resolve_source
 from app.profiles import Profile, load_profile
@@ -36,7 +37,7 @@ def test_hub_names_pass_through_unresolved():
 
 
 def test_corrupt_embedding_model_is_detected(tmp_path):
-    real = load_profile("cpu-tiny").stage("embedder")
+    real = load_profile("cpu-base").stage("embedder")
     fake = tmp_path / "model.onnx"
     fake.write_bytes(b"not an onnx model")
     cfg = dict(real, source=f"path:{fake}")
@@ -47,7 +48,7 @@ def test_corrupt_embedding_model_is_detected(tmp_path):
 
 
 def test_asr_folder_without_model_bin(tmp_path):
-    src = Path(resolve_source(load_profile("cpu-tiny").stage("asr")["source"], "asr"))
+    src = Path(resolve_source(load_profile(lab.profile("cpu-tiny")).stage("asr")["source"], "asr"))
     broken = tmp_path / "whisper"
     broken.mkdir()
     shutil.copy(src / "config.json", broken / "config.json")
@@ -68,7 +69,7 @@ def test_corrupt_gguf_gives_a_model_error(tmp_path):
 
 def test_converted_llm_is_cached(settings):
     # The session's models dir was prepared by `make test` (or here): a second call converts nothing.
-    p = load_profile("cpu-tiny")
+    p = load_profile("cpu-base")
     first = prepare(p, settings.models_dir, stages=("llm",))
     again = prepare(p, settings.models_dir, stages=("llm",))
     assert again["llm"]["converted"] is False

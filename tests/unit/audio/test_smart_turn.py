@@ -86,7 +86,7 @@ def _profile(tmp_path, **stages) -> Profile:
 
 
 def test_cpu_tiny_has_a_turn_stage_from_the_pipecat_carrier():
-    turn = load_profile("cpu-tiny").stage("turn")
+    turn = load_profile("cpu-base").stage("turn")
     assert turn["source"] == "package:pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"
     assert len(turn["sha256"]) == 64
 
@@ -94,7 +94,7 @@ def test_cpu_tiny_has_a_turn_stage_from_the_pipecat_carrier():
 def test_corrupt_turn_model_is_detected(tmp_path):
     fake = tmp_path / "smart-turn-v3.2-cpu.onnx"
     fake.write_bytes(b"not the model")
-    cfg = dict(load_profile("cpu-tiny").stage("turn"), source=f"path:{fake}")
+    cfg = dict(load_profile("cpu-base").stage("turn"), source=f"path:{fake}")
     with pytest.raises(ModelError) as err:
         prepare(_profile(tmp_path, turn=cfg), tmp_path / "m", stages=("turn",))
     assert "end-of-turn model" in str(err.value) and "corrupt" in str(err.value)

@@ -7,7 +7,7 @@ from app.profiles import load_profile
 
 
 def test_the_command_carries_the_profiles_engine_settings():
-    llm = load_profile("cpu-tiny").stage("llm")
+    llm = load_profile("cpu-base").stage("llm")
     argv = vllm_server.command(llm, "/models/llm", host="127.0.0.1", port=8000, enforce_eager=True,
                                python="python")
     assert argv[:3] == ["python", "-m", "vllm.entrypoints.openai.api_server"]

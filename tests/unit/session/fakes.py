@@ -16,6 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from app.asr.base import ASREngine, Need, Transcript
+from app.bench import lab
 from app.errors import EngineError
 from app.llm.base import TokenDelta
 from app.metrics.timeline import now_ns
@@ -294,7 +295,7 @@ def generative_profile():
     the answer's paths have tests of their own (tests/unit/answer, test_reply.py)."""
     from dataclasses import replace
 
-    profile = load_profile("cpu-tiny")
+    profile = load_profile(lab.profile("cpu-tiny"))
     return replace(profile, stages={k: v for k, v in profile.stages.items() if k != "answer"})
 
 
