@@ -205,10 +205,10 @@ class Answerer:
         overall best first) as the context, and the grammar's candidates: those extracts and the decline."""
         assert self.picker is not None and found.vector is not None
         t0 = now_ns()
-        picked: list[tuple[str, str]] = [(found.passages[0].title, extract.text)]
+        home = next((q for q in found.passages if q.chunk_id == extract.chunk_id), found.passages[0])
+        picked: list[tuple[str, str]] = [(home.title, extract.text)]  # the best extract under its own title
         for passage in found.passages[:p.choices]:
             if passage.chunk_id == extract.chunk_id:
-                picked[0] = (passage.title, extract.text)
                 continue
             other = await self.picker.pick(found.vector, [passage], sentences=p.sentences, question=question,
                                            lexical_weight=p.lexical_weight, span=p.extract_span)
