@@ -208,15 +208,19 @@ class Answerer:
         home = next((q for q in found.passages if q.chunk_id == extract.chunk_id), found.passages[0])
         picked: list[tuple[str, str]] = [(home.title, extract.text)]  # the best extract under its own title
         for passage in found.passages[:p.choices]:
+            if len(picked) >= p.choices:
+                break
             if passage.chunk_id == extract.chunk_id:
                 continue
             other = await self.picker.pick(found.vector, [passage], sentences=p.sentences, question=question,
                                            lexical_weight=p.lexical_weight, span=p.extract_span)
-            if other is not None and len(picked) < p.choices:
+            if other is not None:
                 picked.append((passage.title, other.text))
         options = ch.candidates([text for _, text in picked], p.decline_text if p.choice_decline else None)
         timeline.measured["extract"] = (now_ns() - t0) / 1e6
-        passages = [ContextPassage(title, text) for title, text in picked if text in options]
+        # one context line per candidate (two passages may give the same sentences), under its first title
+        first_title = {text.strip(): title for title, text in reversed(picked)}
+        passages = [ContextPassage(first_title[text], text) for text in options if text in first_title]
         messages, ids = self.build_prompt(instructions, question, passages, history, timeline,
                                           hint=ch.prompt_hint(p.choice_hint, p.decline_text))
         return Plan(CHOICE, score, messages=messages, ids=ids, extract=extract, choices=options)
