@@ -12,7 +12,7 @@ from typing import Any
 
 from app.errors import ConfigError
 
-_S, _I, _F, _B, _L, _D = str, int, float, bool, list, dict
+_S, _I, _B, _L, _D = str, int, bool, list, dict
 #: A number: an integer is a float too (``threshold = 1`` is 1.0).
 _NUM = (int, float)
 

@@ -38,14 +38,16 @@ class About:
     @property
     def decline_text(self) -> str:
         """The fixed reply to a question the knowledge base does not cover."""
-        what = f"questions about {self.scope}" if self.scope else "questions my knowledge base covers"
-        return f"Sorry, I can only help with {what}."
+        return f"Sorry, I can only help with {self._helps_with}."
 
     @property
     def idle_text(self) -> str:
         """The fixed nudge after the caller's long silence."""
-        what = f"questions about {self.scope}" if self.scope else "questions my knowledge base covers"
-        return f"Are you still there? I can help with {what}."
+        return f"Are you still there? I can help with {self._helps_with}."
+
+    @property
+    def _helps_with(self) -> str:
+        return f"questions about {self.scope}" if self.scope else "questions my knowledge base covers"
 
 
 def read_about(folder: Path) -> About | None:
