@@ -14,12 +14,13 @@ TEST_KEY = "sk-sub250-test-0123456789"
 DECLINE_TEXT = read_about(SAMPLE_KB).decline_text
 
 
-async def ask(ws_url, question, *, audio=False):
+async def ask(ws_url, question, *, audio=False, timeout=60):
+    """One typed question in a fresh session: the turn's result (text only unless ``audio``)."""
     async with RealtimeClient(ws_url, TEST_KEY) as client:
         if not audio:
             await client.update_session(output_modalities=["text"])
         await client.send_text(question)
-        return await client.collect_turn(timeout=60)
+        return await client.collect_turn(timeout=timeout)
 
 
 async def test_an_out_of_scope_question_is_declined_without_the_llm(ws_url, stack):

@@ -9,8 +9,8 @@ import pytest_asyncio
 
 from app.rag.about import read_about
 from app.rag.kb import SAMPLE_KB
-from app.sdk import RealtimeClient
 from tests.conftest import TEST_KEY, TEST_ORIGIN
+from tests.e2e.test_answers import ask
 
 pytestmark = pytest.mark.engines
 
@@ -29,17 +29,9 @@ async def choice_url(server):
     await srv.close()
 
 
-async def ask(url, question, *, audio):
-    async with RealtimeClient(url, TEST_KEY) as client:
-        if not audio:
-            await client.update_session(output_modalities=["text"])
-        await client.send_text(question)
-        return await client.collect_turn(timeout=90)
-
-
 async def test_the_llm_chooses_the_answer_and_its_tokens_are_the_knowledge_base_s_words(choice_url, ws_url):
-    extractive = await ask(ws_url, "How often should I replace the filter?", audio=False)
-    result = await ask(choice_url, "How often should I replace the filter?", audio=True)
+    extractive = await ask(ws_url, "How often should I replace the filter?", timeout=90)
+    result = await ask(choice_url, "How often should I replace the filter?", audio=True, timeout=90)
     raw = result.latency.raw
     assert result.status == "completed" and raw["answer"]["path"] == "choice", raw["answer"]
     decline = read_about(SAMPLE_KB).decline_text
@@ -53,6 +45,6 @@ async def test_the_llm_chooses_the_answer_and_its_tokens_are_the_knowledge_base_
 
 
 async def test_the_gate_still_declines_without_the_llm(choice_url):
-    result = await ask(choice_url, "Who won the football world cup in 2018?", audio=False)
+    result = await ask(choice_url, "Who won the football world cup in 2018?", timeout=90)
     raw = result.latency.raw
     assert raw["answer"]["path"] == "declined" and "llm_submit" not in raw["marks"]
