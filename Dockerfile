@@ -102,8 +102,8 @@ ENV SUB250_HOME=/var/lib/sub250 \
     LD_LIBRARY_PATH=/opt/sub250/venv/lib/python3.11/site-packages/nvidia/cublas/lib:/opt/sub250/venv/lib/python3.11/site-packages/nvidia/cudnn/lib
 # Prepared here: the carrier-package stages (VAD, embedder, TTS, smart-turn, and remote-vllm's Whisper base);
 # gpu-8b's hub: models pass through unresolved (mount a Hugging Face cache at /var/lib/sub250/.cache/huggingface).
-RUN python -m app --profile remote-vllm models prepare \
- && python -m app --profile gpu-8b models prepare \
+RUN python -m sub250 --profile remote-vllm models prepare \
+ && python -m sub250 --profile gpu-8b models prepare \
  && chmod -R a+rX /opt/sub250/models \
  && rm -rf /var/lib/sub250/.cache && chown -R sub250:sub250 /var/lib/sub250
 USER sub250
@@ -112,7 +112,7 @@ EXPOSE 8250
 # Load balancers use GET /readyz instead (200 only when loaded and not draining).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=120s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SUB250_PORT', '8250'), timeout=2)"]
-ENTRYPOINT ["tini", "--", "python", "-m", "app"]
+ENTRYPOINT ["tini", "--", "python", "-m", "sub250"]
 CMD ["serve"]
 
 # --- cpu: the image (the default target) ---------------------------------------------------------------------
@@ -130,17 +130,17 @@ ENV SUB250_HOME=/var/lib/sub250 \
 # The models, once, from the carrier packages installed above (cpu-base converts SmolLM2's GGUF to safetensors,
 # ~25 s; remote-vllm's other stages are cpu-base's). Prepared in this stage so that the files' stamps (paths,
 # sizes, mtimes) are those of this image's packages.
-RUN python -m app models prepare \
- && python -m app --profile remote-vllm models prepare \
+RUN python -m sub250 models prepare \
+ && python -m sub250 --profile remote-vllm models prepare \
  && chmod -R a+rX /opt/sub250/models \
  && rm -rf /var/lib/sub250/.cache && chown -R sub250:sub250 /var/lib/sub250
 USER sub250
 # The same again as the user the server runs as, on the root-owned models: proves they need no writing at start.
-RUN python -m app models prepare && python -m app --profile remote-vllm models prepare
+RUN python -m sub250 models prepare && python -m sub250 --profile remote-vllm models prepare
 EXPOSE 8250
 # Liveness: 200 while the process serves (loading and draining included), 503 once an engine failed for good.
 # Load balancers use GET /readyz instead (200 only when loaded and not draining).
 HEALTHCHECK --interval=10s --timeout=3s --start-period=120s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SUB250_PORT', '8250'), timeout=2)"]
-ENTRYPOINT ["tini", "--", "python", "-m", "app"]
+ENTRYPOINT ["tini", "--", "python", "-m", "sub250"]
 CMD ["serve"]

@@ -5,20 +5,20 @@ install:
 	@bash scripts/install.sh
 
 prepare: install
-	@.venv/bin/python -m app models prepare
+	@.venv/bin/python -m sub250 models prepare
 
 serve: prepare
-	@.venv/bin/python -m app serve
+	@.venv/bin/python -m sub250 serve
 
 test: install
 	@bash scripts/install-browser.sh
 	@bash scripts/install-fleet-tools.sh
 	@bash scripts/install-clients.sh
-	@.venv/bin/python -m app models prepare
+	@.venv/bin/python -m sub250 models prepare
 	@.venv/bin/python -m pytest -ra
 
 doctor: prepare
-	@.venv/bin/python -m app doctor
+	@.venv/bin/python -m sub250 doctor
 
 bench-engines: prepare
 	@.venv/bin/python scripts/bench_engines.py

@@ -2,7 +2,7 @@
 
 Find a pipeline stage by its name: ``app.audio`` (VAD), ``app.asr``, ``app.rag`` (embedder, pgvector
 store, ingestion), ``app.llm``, ``app.tts``, ``app.metrics``; ``app.db`` runs PostgreSQL; ``app.modelstore``
-resolves model files; ``app.cli`` is the command line.
+resolves model files; ``sub250.cli`` is the command line.
 """
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Command line: ``python -m app`` or ``sub250``.
+"""Command line: ``python -m sub250`` or ``sub250``.
 
   serve            start the stack and the server (ingests the sample knowledge base on first run)
   ingest [DIR]     files -> chunks -> embeddings -> pgvector (idempotent), with a progress bar
@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from app.config import Settings
-from app.errors import Sub250Error
+from sub250.config import Settings
+from sub250.errors import Sub250Error
 
 log = logging.getLogger("sub250")
 
@@ -36,8 +36,8 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def cmd_models_prepare(args: argparse.Namespace) -> int:
-    from app.modelstore import prepare
-    from app.profiles import load_profile
+    from sub250.modelstore import prepare
+    from sub250.profiles import load_profile
 
     settings = _settings(args)
     profile = load_profile(settings.profile)
@@ -51,7 +51,7 @@ def cmd_models_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_models_list(args: argparse.Namespace) -> int:
-    from app.profiles import STAGES, available_profiles, load_profile
+    from sub250.profiles import STAGES, available_profiles, load_profile
 
     for name in available_profiles():
         p = load_profile(name)
@@ -74,7 +74,7 @@ def cmd_models_list(args: argparse.Namespace) -> int:
 async def _ingest(stack: "object", folder: Path, *, prune: bool, force: bool, quiet: bool = False) -> "object":
     from tqdm import tqdm
 
-    from app.rag.ingest import ingest_folder
+    from sub250.rag.ingest import ingest_folder
 
     bar = tqdm(total=0, unit="passage", desc="ingest", disable=quiet, file=sys.stderr)
 
@@ -93,8 +93,8 @@ async def _ingest(stack: "object", folder: Path, *, prune: bool, force: bool, qu
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from app.rag.kb import SAMPLE_KB
-    from app.stack import Stack
+    from sub250.rag.kb import SAMPLE_KB
+    from sub250.stack import Stack
 
     folder = Path(args.folder) if args.folder else SAMPLE_KB
     if not folder.is_dir():
@@ -163,12 +163,12 @@ async def _drain(server: "object", drain_s: float, hurry: asyncio.Event) -> None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from app.rag.kb import SAMPLE_KB
-    from app.server import Server
-    from app.stack import Stack
+    from sub250.rag.kb import SAMPLE_KB
+    from sub250.server import Server
+    from sub250.stack import Stack
 
-    from app import garbage, native_memory
-    from app.metrics import tracing
+    from sub250 import garbage, native_memory
+    from sub250.metrics import tracing
 
     settings = _settings(args)
     native_memory.jemalloc_restart(settings.allocator)  # first: an allocator is chosen when a process starts
@@ -264,7 +264,7 @@ def _page_url(settings: Settings, port: int, args: argparse.Namespace) -> str:
 
 
 def _api_keys(settings: Settings, *, dev_no_auth: bool) -> "tuple[object, str]":
-    from app.gateway import ApiKeys
+    from sub250.gateway import ApiKeys
 
     if dev_no_auth:
         return ApiKeys([], allow_anonymous=True), "WARNING: --dev-no-auth: any client may connect without a key"
@@ -277,7 +277,7 @@ def _api_keys(settings: Settings, *, dev_no_auth: bool) -> "tuple[object, str]":
 
 
 def _limits(settings: Settings) -> "object":
-    from app.gateway import GatewayLimits
+    from sub250.gateway import GatewayLimits
 
     if settings.origins.strip():
         origins: tuple[str, ...] | None = tuple(o.strip() for o in settings.origins.split(",") if o.strip())
@@ -293,7 +293,7 @@ def _limits(settings: Settings) -> "object":
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from app.doctor import run_doctor
+    from sub250.doctor import run_doctor
 
     return asyncio.run(run_doctor(_settings(args)))
 
@@ -332,8 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from app import logs
-    from app.metrics import tracing
+    from sub250 import logs
+    from sub250.metrics import tracing
 
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for a model hub at run time

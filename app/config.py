@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.errors import ConfigError
+from sub250.errors import ConfigError
 
 
 def _default_home() -> Path:

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from app.audio.rates import ASR_RATE
-from app.config import Settings
-from app.errors import Sub250Error
-from app.stack import Stack
+from sub250.audio.rates import ASR_RATE
+from sub250.config import Settings
+from sub250.errors import Sub250Error
+from sub250.stack import Stack
 
 PROBE_SENTENCE = "Press the power button for three seconds to turn on the purifier."
 PROBE_QUESTION = "How often should I replace the filter?"
@@ -55,7 +55,7 @@ async def probe_db(stack: Stack) -> ProbeResult:
 
 
 async def probe_vad(stack: Stack) -> ProbeResult:
-    from app.audio.vad import WINDOW, SileroVAD
+    from sub250.audio.vad import WINDOW, SileroVAD
 
     vad = SileroVAD(stack.vad_session)
     audio = np.zeros(WINDOW, dtype=np.float32)
@@ -70,7 +70,7 @@ _probe_audio: dict[str, np.ndarray] = {}
 def _spoken_probe(stack: Stack) -> np.ndarray:
     """The probe sentence spoken by the TTS voice, at 16 kHz (silence if no TTS is loaded)."""
     if "audio" not in _probe_audio:
-        from app.audio.pcm import pcm16_to_float32, resample
+        from sub250.audio.pcm import pcm16_to_float32, resample
 
         if stack.tts is not None:
             chunks = list(stack.tts.synthesize(PROBE_SENTENCE))
@@ -96,7 +96,7 @@ async def probe_embedder(stack: Stack) -> ProbeResult:
 
 
 async def probe_llm(stack: Stack) -> ProbeResult:
-    from app.llm import LLMRequest
+    from sub250.llm import LLMRequest
 
     msgs = [{"role": "system", "content": "You are a support agent. Answer in one short sentence."},
             {"role": "user", "content": "How often should I replace the air filter of my purifier?"}]

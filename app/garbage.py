@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import logging
 
-from app.periodic import Periodic
+from sub250.periodic import Periodic
 
 log = logging.getLogger(__name__)
 

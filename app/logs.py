@@ -15,7 +15,7 @@ import logging
 from contextvars import ContextVar
 from datetime import datetime, timezone
 
-from app.errors import ConfigError
+from sub250.errors import ConfigError
 
 SESSION_ID: ContextVar[str | None] = ContextVar("sub250_session_id", default=None)
 TURN_ID: ContextVar[str | None] = ContextVar("sub250_turn_id", default=None)

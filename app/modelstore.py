@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from app.errors import ModelError
-from app.profiles import Profile
+from sub250.errors import ModelError
+from sub250.profiles import Profile
 
 log = logging.getLogger(__name__)
 

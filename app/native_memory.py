@@ -31,8 +31,8 @@ import platform
 import sys
 from collections.abc import Callable, Mapping
 
-from app.errors import ConfigError
-from app.periodic import Periodic
+from sub250.errors import ConfigError
+from sub250.periodic import Periodic
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from app.errors import ConfigError
+from sub250.errors import ConfigError
 
 _S, _I, _B, _L, _D = str, int, bool, list, dict
 #: A number: an integer is a float too (``threshold = 1`` is 1.0).

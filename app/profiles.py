@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.errors import ConfigError
-from app.profile_keys import STAGES, check_stage
+from sub250.errors import ConfigError
+from sub250.profile_keys import STAGES, check_stage
 
 #: The folder holding the shipped profiles (``models/`` at the repository root).
 PROFILES_DIR = Path(__file__).resolve().parent.parent / "models"

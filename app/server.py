@@ -11,10 +11,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from app import native_memory
+from sub250 import native_memory
 
-from app.errors import Sub250Error
-from app.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter
+from sub250.errors import Sub250Error
+from sub250.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class Server:
         report = DrainReport()
         if self._runner is None:
             return report
-        from app.transport.http import close_connections, close_idle_connections
+        from sub250.transport.http import close_connections, close_idle_connections
 
         while True:
             closed, busy = close_idle_connections(self._runner.app, DRAIN_CLOSE_CODE, DRAIN_REASON)
@@ -127,7 +127,7 @@ class Server:
 
     async def close_connections(self, code: int, reason: str) -> None:
         """Close every open realtime connection with ``code`` and hang up every WebRTC call; wait until done."""
-        from app.transport.http import close_connections
+        from sub250.transport.http import close_connections
 
         if self._runner is not None:
             await close_connections(self._runner.app, code, reason)
@@ -135,8 +135,8 @@ class Server:
     async def listen(self) -> None:
         from aiohttp import web
 
-        from app.transport.http import build_app, runner_options
-        from app.transport.webrtc import configure_ice_hosts
+        from sub250.transport.http import build_app, runner_options
+        from sub250.transport.webrtc import configure_ice_hosts
 
         log.info("WebRTC ICE host candidates: %s", ", ".join(configure_ice_hosts(self.ice_hosts)) or "none")
         runner = web.AppRunner(build_app(self), **runner_options())

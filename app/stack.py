@@ -12,23 +12,23 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from app.config import Settings
-from app.errors import Sub250Error
-from app.modelstore import PreparedModels, prepare
-from app.profiles import Profile, load_profile
+from sub250.config import Settings
+from sub250.errors import Sub250Error
+from sub250.modelstore import PreparedModels, prepare
+from sub250.profiles import Profile, load_profile
 
 if TYPE_CHECKING:
-    from app.answer.extract import SentencePicker
-    from app.asr.base import ASREngine
-    from app.db.embedded import EmbeddedPostgres
-    from app.llm.base import LLMEngine
-    from app.rag.base import BaseRetriever
-    from app.rag.embedder import Embedder
-    from app.rag.rerank import Reranker
-    from app.rag.store import VectorStore
-    from app.rag.vocabulary import Vocabulary
-    from app.tools.selector import EmbeddingSelector
-    from app.tts.base import TTSEngine
+    from sub250.answer.extract import SentencePicker
+    from sub250.asr.base import ASREngine
+    from sub250.db.embedded import EmbeddedPostgres
+    from sub250.llm.base import LLMEngine
+    from sub250.rag.base import BaseRetriever
+    from sub250.rag.embedder import Embedder
+    from sub250.rag.rerank import Reranker
+    from sub250.rag.store import VectorStore
+    from sub250.rag.vocabulary import Vocabulary
+    from sub250.tools.selector import EmbeddingSelector
+    from sub250.tts.base import TTSEngine
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +89,13 @@ class Stack:
                 self.load_seconds[stage] = time.perf_counter() - t
 
     async def _start_db(self) -> None:
-        from app.db.pool import create_pool
-        from app.rag.store import VectorStore
+        from sub250.db.pool import create_pool
+        from sub250.rag.store import VectorStore
 
         if self.settings.database_url:
             self.dsn = self.settings.database_url
         else:
-            from app.db.embedded import EmbeddedPostgres
+            from sub250.db.embedded import EmbeddedPostgres
 
             self.pg = EmbeddedPostgres(self.settings.pgdata_dir)
             self.dsn = await asyncio.to_thread(self.pg.start)
@@ -103,12 +103,12 @@ class Stack:
         self.store = VectorStore(self.pool)
 
     async def _start_vad(self) -> None:
-        from app.audio.vad import SileroVAD
+        from sub250.audio.vad import SileroVAD
 
         self.vad_session = await asyncio.to_thread(SileroVAD.load_session, self.models["vad"]["model"])
 
     async def _start_asr(self) -> None:
-        from app.asr.whisper import WhisperASR
+        from sub250.asr.whisper import WhisperASR
 
         self.asr = WhisperASR(self.models["asr"]["model"], self.profile.stage("asr"))
         await asyncio.to_thread(self.asr.load)
@@ -116,13 +116,13 @@ class Stack:
     async def _start_turn(self) -> None:
         if not self.profile.stage("turn"):
             return  # a profile without [turn]: semantic_vad is refused (session.update says why)
-        from app.audio.smart_turn import SmartTurn
+        from sub250.audio.smart_turn import SmartTurn
 
         self.end_of_turn = SmartTurn(self.models["turn"]["model"], self.profile.stage("turn"))
         await asyncio.to_thread(self.end_of_turn.load)
 
     async def _start_embedder(self) -> None:
-        from app.rag.embedder import Embedder
+        from sub250.rag.embedder import Embedder
 
         if self.embedder is None:
             m = self.models["embedder"]
@@ -130,13 +130,13 @@ class Stack:
             await asyncio.to_thread(self.embedder.load)
         embed = self.embed_texts
         if self.picker is None:
-            from app.answer.extract import SentencePicker
+            from sub250.answer.extract import SentencePicker
 
             self.picker = SentencePicker(embed)
         if self.store is not None and self.retriever is None:
-            from app.rag.query_cache import QueryCache
-            from app.rag.rerank import Reranker
-            from app.rag.retriever import RetrievalOptions, Retriever
+            from sub250.rag.query_cache import QueryCache
+            from sub250.rag.rerank import Reranker
+            from sub250.rag.retriever import RetrievalOptions, Retriever
 
             cfg = self.profile.stage("embedder")
             opts = RetrievalOptions.from_stage(cfg)
@@ -148,7 +148,7 @@ class Stack:
             self.retriever = Retriever(self.embedder, self.store, self.settings.rag_top_k, cache=cache, options=opts,
                                        reranker=self.reranker)
         if self.tool_selector is None:
-            from app.tools.selector import EmbeddingSelector
+            from sub250.tools.selector import EmbeddingSelector
 
             self.tool_selector = EmbeddingSelector(embed)
 
@@ -158,13 +158,13 @@ class Stack:
         return await self.embedder.run(self.embedder.embed, texts)
 
     async def _start_llm(self) -> None:
-        from app.llm import create_engine
+        from sub250.llm import create_engine
 
         self.llm = create_engine(self.profile.stage("llm"), self.models["llm"]["model"], self.settings)
         await self.llm.start()
 
     async def _start_tts(self) -> None:
-        from app.tts.piper import PiperTTS
+        from sub250.tts.piper import PiperTTS
 
         m = self.models["tts"]
         self.tts = PiperTTS(m["model"], m["config"], self.profile.stage("tts"))
@@ -175,11 +175,11 @@ class Stack:
         passage's sentences embedded for the sentence picker and the reranker (measured: up to 84 ms of a
         turn's ``prompt`` span otherwise), the titles and the BM25 index for the reranker, the KB's vocabulary
         for the answer's ``min_score_unfamiliar``. Returns the passages held (0: the profile's answers use none of it)."""
-        from app.answer.policy import AnswerPolicy
-        from app.rag.vocabulary import Vocabulary
+        from sub250.answer.policy import AnswerPolicy
+        from sub250.rag.vocabulary import Vocabulary
 
         if self.store is not None:
-            from app.rag.about import About
+            from sub250.rag.about import About
 
             found = await self.store.about()
             self.about = None if found is None else About(*found)

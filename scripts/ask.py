@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.sdk import RealtimeClient  # noqa: E402
+from sub250.sdk import RealtimeClient  # noqa: E402
 
 
 def default_key() -> str | None:

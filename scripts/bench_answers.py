@@ -38,11 +38,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.answer.choice import CHOICE_HINT  # noqa: E402
-from app.answer.policy import AnswerPolicy  # noqa: E402
-from app.bench import answers as A  # noqa: E402
-from app.bench import lab  # noqa: E402
-from app.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
+from sub250.answer.choice import CHOICE_HINT  # noqa: E402
+from sub250.answer.policy import AnswerPolicy  # noqa: E402
+from sub250.bench import answers as A  # noqa: E402
+from sub250.bench import lab  # noqa: E402
+from sub250.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
 
 #: Overrides of the profile's [answer] section (and ``retrieval``: "vector" or "hybrid"; default: the profile's).
 #: No gate, no loop control: what a configuration does by itself. Each configuration names its extract's span
@@ -110,8 +110,8 @@ THRESHOLDS = [round(0.05 + 0.01 * i, 2) for i in range(46)]
 async def _answer(stack, tuning, policy: AnswerPolicy, q: A.Question, found, retrieval_ms: float, rid: str,
                   instructions: str | None = None) -> dict:
     """``instructions``: a client's own (as a framework sets a persona); None: the default ones."""
-    from app.protocol.session_config import DEFAULT_INSTRUCTIONS
-    from app.session import stages
+    from sub250.protocol.session_config import DEFAULT_INSTRUCTIONS
+    from sub250.session import stages
 
     tl = TurnTimeline(rid)
     answerer = stages.answerer(stack, tuning, policy)
@@ -130,12 +130,12 @@ async def _answer(stack, tuning, policy: AnswerPolicy, q: A.Question, found, ret
 
 
 async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tuple[list[dict], list]:
-    from app.config import Settings
-    from app.rag.kb import SAMPLE_KB
-    from app.session import stages
-    from app.session.tuning import PipelineTuning
-    from app.session.turn import UserTurn
-    from app.stack import Stack
+    from sub250.config import Settings
+    from sub250.rag.kb import SAMPLE_KB
+    from sub250.session import stages
+    from sub250.session.tuning import PipelineTuning
+    from sub250.session.turn import UserTurn
+    from sub250.stack import Stack
 
     profiles = [p.strip() for p in args.profiles.split(",") if p.strip()]
     configs = args.configs.split(",")
@@ -148,7 +148,7 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
     over: dict = {}
     if args.start_vllm:
         # a vLLM OpenAI server of that profile's LLM, for the profiles that stream from one (remote-vllm)
-        from app.fleet import vllm_server
+        from sub250.fleet import vllm_server
 
         settings = Settings.from_env()
         print(f"  starting a vLLM server of {args.start_vllm}'s LLM…", file=sys.stderr, flush=True)
@@ -165,7 +165,7 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
         await base.start(("db", "embedder", "llm") if needs_llm else ("db", "embedder"), progress=lambda s: print(f"  loading {s} ({profiles[0]})…",
                                                                             file=sys.stderr, flush=True))
         if await base.store.count() == 0:
-            from app.rag.ingest import ingest_folder
+            from sub250.rag.ingest import ingest_folder
 
             await ingest_folder(SAMPLE_KB, base.store, base.embedder, model_id=base.embedding_model_id)
         for name in profiles[1:] if needs_llm else []:
@@ -175,8 +175,8 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
             other.embedder, other.store, other.retriever, other.picker = (base.embedder, base.store, base.retriever,
                                                                           base.picker)
             stacks.append(other)
-        from app.rag.rerank import Reranker
-        from app.rag.retriever import RetrievalOptions, Retriever
+        from sub250.rag.rerank import Reranker
+        from sub250.rag.retriever import RetrievalOptions, Retriever
 
         def searcher(reranker: Reranker | None = None, **options) -> Retriever:
             return Retriever(base.embedder, base.store, base.retriever.k, options=RetrievalOptions(**options),
@@ -254,9 +254,9 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
 
 
 async def run_spoken(args: argparse.Namespace, questions: list[A.Question], out: Path) -> list[dict]:
-    from app.bench.corpus import synthesize_texts
-    from app.bench.options import default_key
-    from app.bench.replay import ReplayConfig, run_replay
+    from sub250.bench.corpus import synthesize_texts
+    from sub250.bench.options import default_key
+    from sub250.bench.replay import ReplayConfig, run_replay
 
     step = max(1, len(questions) // max(args.spoken, 1))
     subset = questions[::step][:args.spoken]

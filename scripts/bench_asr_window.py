@@ -20,18 +20,18 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.audio.pcm import load_audio  # noqa: E402
-from app.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.modelstore import prepare  # noqa: E402
-from app.profiles import load_profile  # noqa: E402
+from sub250.audio.pcm import load_audio  # noqa: E402
+from sub250.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
+from sub250.config import Settings  # noqa: E402
+from sub250.modelstore import prepare  # noqa: E402
+from sub250.profiles import load_profile  # noqa: E402
 
 
 def main(args: argparse.Namespace) -> int:
     import jiwer
     from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-    from app.asr.whisper import WhisperASR
+    from sub250.asr.whisper import WhisperASR
 
     norm = EnglishTextNormalizer({})
     settings = Settings.from_env()

@@ -26,7 +26,7 @@ score only the audio up to the last speech window, once per pause (the model see
 variants (cap 1.5 s) score once per pause, with the silence so far, as Pipecat does. ``+cue`` variants (cap
 1.5 s; ``--no-cue`` leaves them out) also ask Whisper (the profile's model, the cut "audio" window the partials
 use) for the transcript so far when the pause starts, and hold the turn through that pause when it ends on "and",
-"the", "of", a number word, ... (``app.session.turn_cue.CONTINUATION_WORDS``, the session's own test); its
+"the", "of", a number word, ... (``sub250.session.turn_cue.CONTINUATION_WORDS``, the session's own test); its
 compute time counts too. ``+cue@64`` variants ask for it at 64 ms of silence instead (``[vad]
 speculate_after_ms``: the reply the session holds at the pause transcribes then), and ``silence-500+cue@64 cap
 Ns`` is ``server_vad`` with ``[vad] hold_open_ms = N s`` as the session runs it (``--holds``).
@@ -59,19 +59,19 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.audio.pcm import load_audio  # noqa: E402
-from app.audio.rates import ASR_RATE  # noqa: E402
-from app.audio.vad import WINDOW, SileroVAD  # noqa: E402
-from app.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
-from app.bench.endpointing import (  # noqa: E402
+from sub250.audio.pcm import load_audio  # noqa: E402
+from sub250.audio.rates import ASR_RATE  # noqa: E402
+from sub250.audio.vad import WINDOW, SileroVAD  # noqa: E402
+from sub250.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
+from sub250.bench.endpointing import (  # noqa: E402
     Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, WordsRule, classify, pause_point, simulate, speech_end_window,
     speech_heard_again_ms, summarize, window_end_ms, word_boundaries,
 )
-from app.config import Settings  # noqa: E402
-from app.session.turn_cue import as_said  # noqa: E402
-from app.session.turn_detection import EAGERNESS  # noqa: E402
-from app.modelstore import prepare  # noqa: E402
-from app.profiles import load_profile  # noqa: E402
+from sub250.config import Settings  # noqa: E402
+from sub250.session.turn_cue import as_said  # noqa: E402
+from sub250.session.turn_detection import EAGERNESS  # noqa: E402
+from sub250.modelstore import prepare  # noqa: E402
+from sub250.profiles import load_profile  # noqa: E402
 
 PRE_SPEECH = ASR_RATE // 2  # Pipecat's pre_speech_ms = 500
 FADE = ASR_RATE * 5 // 1000
@@ -136,7 +136,7 @@ class LLMJudge:
         import asyncio
         import threading
 
-        from app.llm import create_engine
+        from sub250.llm import create_engine
 
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True, name="llm-judge").start()
@@ -225,8 +225,8 @@ def timed_words(asr: object, audio: np.ndarray) -> list[Word]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from app.asr.whisper import WhisperASR
-    from app.audio.smart_turn import SmartTurn
+    from sub250.asr.whisper import WhisperASR
+    from sub250.audio.smart_turn import SmartTurn
 
     settings = Settings.from_env()
     profile = load_profile(settings.profile)

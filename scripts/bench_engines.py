@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.config import Settings  # noqa: E402
-from app.doctor import ORDER, PROBES, describe, rss_mb  # noqa: E402
-from app.stack import Stack  # noqa: E402
+from sub250.config import Settings  # noqa: E402
+from sub250.doctor import ORDER, PROBES, describe, rss_mb  # noqa: E402
+from sub250.stack import Stack  # noqa: E402
 
 WHAT = {
     "db": "pgvector HNSW top-3 query",

@@ -28,12 +28,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from app.audio.pcm import float32_to_pcm16, load_audio  # noqa: E402
-from app.audio.rates import INPUT_RATE  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.protocol import parse_client_event  # noqa: E402
-from app.session import RealtimeSession  # noqa: E402
-from app.stack import Stack  # noqa: E402
+from sub250.audio.pcm import float32_to_pcm16, load_audio  # noqa: E402
+from sub250.audio.rates import INPUT_RATE  # noqa: E402
+from sub250.config import Settings  # noqa: E402
+from sub250.protocol import parse_client_event  # noqa: E402
+from sub250.session import RealtimeSession  # noqa: E402
+from sub250.stack import Stack  # noqa: E402
 
 FRAME_MS = 20
 

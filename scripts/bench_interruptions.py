@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.interruptions import Trial, run_trial, summarize  # noqa: E402
-from app.bench.options import add_server_options, default_key  # noqa: E402
-from app.bench.probe import http_base, require_loopback  # noqa: E402
-from app.bench.sounds import hum  # noqa: E402
+from sub250.bench.interruptions import Trial, run_trial, summarize  # noqa: E402
+from sub250.bench.options import add_server_options, default_key  # noqa: E402
+from sub250.bench.probe import http_base, require_loopback  # noqa: E402
+from sub250.bench.sounds import hum  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTIONS = ("You are the voice support agent of Halden Labs. Answer the caller's question from the facts in "
@@ -67,7 +67,7 @@ def sounds(tts) -> dict[str, bytes]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    from app.bench.report import _plt, _save
+    from sub250.bench.report import _plt, _save
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -114,7 +114,7 @@ async def main() -> int:
         settings = [(url, await profile_of(url), True) for url in (args.url, args.against)]
     else:
         settings = [(args.url, "", True), (args.url, "", False)]
-    from app.bench.corpus import _load_tts
+    from sub250.bench.corpus import _load_tts
 
     tts = _load_tts()
     made = sounds(tts)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.tools import load_requests, load_tools, score, summarize, table  # noqa: E402
+from sub250.bench.tools import load_requests, load_tools, score, summarize, table  # noqa: E402
 
 
 def policy_of(name: str, base):
@@ -42,11 +42,11 @@ def policy_of(name: str, base):
 
 
 async def main(args: argparse.Namespace) -> int:
-    from app.config import Settings
-    from app.protocol.tools import ToolChoice
-    from app.session.tuning import PipelineTuning
-    from app.stack import Stack
-    from app.tools import ToolArgumentsError, ToolCaller
+    from sub250.config import Settings
+    from sub250.protocol.tools import ToolChoice
+    from sub250.session.tuning import PipelineTuning
+    from sub250.stack import Stack
+    from sub250.tools import ToolArgumentsError, ToolCaller
 
     settings = Settings.from_env()
     stack = Stack.from_settings(settings)

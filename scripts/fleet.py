@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.errors import Sub250Error  # noqa: E402
-from app.fleet import LocalFleet  # noqa: E402
+from sub250.errors import Sub250Error  # noqa: E402
+from sub250.fleet import LocalFleet  # noqa: E402
 
 
 def main() -> int:

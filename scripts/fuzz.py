@@ -52,10 +52,10 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.frames import Raw, dumps  # noqa: E402
-from app.bench.options import default_key  # noqa: E402
-from app.sdk import RealtimeClient  # noqa: E402
-from app.sdk.client import ConnectionLost  # noqa: E402
+from sub250.bench.frames import Raw, dumps  # noqa: E402
+from sub250.bench.options import default_key  # noqa: E402
+from sub250.sdk import RealtimeClient  # noqa: E402
+from sub250.sdk.client import ConnectionLost  # noqa: E402
 
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 #: Text an error message must never carry: the server's messages are its own, never an exception's.

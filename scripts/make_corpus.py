@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.corpus import synthesize_corpus  # noqa: E402
-from app.config import Settings  # noqa: E402
+from sub250.bench.corpus import synthesize_corpus  # noqa: E402
+from sub250.config import Settings  # noqa: E402
 
 
 def main() -> int:

@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench import lab, report  # noqa: E402
-from app.bench.options import corpus, default_key  # noqa: E402
-from app.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
-from app.bench.stats import format_table, percentile, summarize  # noqa: E402
+from sub250.bench import lab, report  # noqa: E402
+from sub250.bench.options import corpus, default_key  # noqa: E402
+from sub250.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
+from sub250.bench.stats import format_table, percentile, summarize  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,7 +44,7 @@ def start_profile_server(profile: str) -> tuple[subprocess.Popen, str]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "app", "--profile", profile, "serve", "--port", str(port),
+    proc = subprocess.Popen([sys.executable, "-m", "sub250", "--profile", profile, "serve", "--port", str(port),
                              "--dev-no-auth"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     deadline = time.monotonic() + 600

@@ -36,11 +36,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.options import add_server_options, corpus, default_key  # noqa: E402
-from app.bench.probe import CLOSE_REASONS, Probe, mib, require_loopback  # noqa: E402
-from app.bench.replay import ReplayConfig, run_replay  # noqa: E402
-from app.bench.slow_client import NeverReadingClient, ReadingTalker, speech_frames  # noqa: E402
-from app.bench.stats import _get, percentile  # noqa: E402
+from sub250.bench.options import add_server_options, corpus, default_key  # noqa: E402
+from sub250.bench.probe import CLOSE_REASONS, Probe, mib, require_loopback  # noqa: E402
+from sub250.bench.replay import ReplayConfig, run_replay  # noqa: E402
+from sub250.bench.slow_client import NeverReadingClient, ReadingTalker, speech_frames  # noqa: E402
+from sub250.bench.stats import _get, percentile  # noqa: E402
 
 SAMPLE_S = 1.0
 #: After the slow client has gone: how long before the "after" sample.

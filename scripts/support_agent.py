@@ -25,8 +25,8 @@ from typing import Annotated, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.bench.options import default_key  # noqa: E402
-from app.sdk import RealtimeClient  # noqa: E402
+from sub250.bench.options import default_key  # noqa: E402
+from sub250.sdk import RealtimeClient  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 #: The arguments' types: what the model must write (the schema's pattern guides its decoding) and what the
@@ -37,7 +37,7 @@ Reason = Annotated[str, Field(description="why the caller wants a person")]
 
 
 def register(target: Any, pool: Any) -> None:
-    """Register the support tools on a client (or an ``app.sdk.tools.ToolSet``), querying ``pool``."""
+    """Register the support tools on a client (or an ``sub250.sdk.tools.ToolSet``), querying ``pool``."""
 
     async def lookup_order(order_number: OrderNumber) -> dict[str, Any]:
         """Look up where a customer's order is: its status, carrier and delivery date, by the order number."""
@@ -76,14 +76,14 @@ async def open_pool(dsn: str | None) -> tuple[Any, Any]:
     """(asyncpg pool, the embedded server handle to release or None)."""
     import asyncpg
 
-    from app.config import Settings
+    from sub250.config import Settings
 
     embedded = None
     if not dsn:
         settings = Settings.from_env()
         dsn = settings.database_url
         if not dsn:
-            from app.db.embedded import EmbeddedPostgres
+            from sub250.db.embedded import EmbeddedPostgres
 
             embedded = EmbeddedPostgres(settings.pgdata_dir)
             dsn = await asyncio.to_thread(embedded.start)

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from app.config import Settings
-from app.stack import Stack
+from sub250.config import Settings
+from sub250.stack import Stack
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,8 +40,8 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def stack(settings: Settings):
-    from app.rag.ingest import ingest_folder
-    from app.rag.kb import SAMPLE_KB
+    from sub250.rag.ingest import ingest_folder
+    from sub250.rag.kb import SAMPLE_KB
 
     st = Stack.from_settings(settings)
     await st.start(("db", "vad", "asr", "embedder", "tts", "turn"))
@@ -66,8 +66,8 @@ TEST_ORIGIN = "http://127.0.0.1:9999"
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def server(stack, llm):
     """One real server for the whole run: every engine, a real PostgreSQL, API keys and limits on."""
-    from app.gateway import ApiKeys, GatewayLimits
-    from app.server import Server
+    from sub250.gateway import ApiKeys, GatewayLimits
+    from sub250.server import Server
 
     stack.llm = llm
     srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]),
@@ -129,7 +129,7 @@ async def vllm_server(settings, tmp_path_factory):
     """One vLLM OpenAI-compatible server (a subprocess) for the run, with the default model and the engine
     settings of the in-process one (app/fleet/vllm_server.py): the remote backend's tests and the fleet's share
     it. Yields its base URL (``http://127.0.0.1:PORT``)."""
-    from app.fleet import vllm_server
+    from sub250.fleet import vllm_server
 
     child, url = await vllm_server.start("cpu-base", settings.models_dir, cache_dir=settings.vllm_cache_dir,
                                          log_path=tmp_path_factory.mktemp("vllm-server") / "vllm.log")

@@ -13,14 +13,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from app.answer import choice as ch
-from app.answer.extract import Extract, SentencePicker
-from app.answer.loops import find_loop
-from app.answer.policy import AnswerPolicy
-from app.llm.base import LLMRequest, TokenDelta
-from app.metrics.timeline import TurnTimeline, now_ns
-from app.rag.vocabulary import Vocabulary
-from app.tools.results import speakable
+from sub250.answer import choice as ch
+from sub250.answer.extract import Extract, SentencePicker
+from sub250.answer.loops import find_loop
+from sub250.answer.policy import AnswerPolicy
+from sub250.llm.base import LLMRequest, TokenDelta
+from sub250.metrics.timeline import TurnTimeline, now_ns
+from sub250.rag.vocabulary import Vocabulary
+from sub250.tools.results import speakable
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ PromptBuilder = Callable[..., tuple[list[dict[str, str]], list[int]]]
 
 
 class Found(Protocol):
-    """What retrieval found (``app.session.stages.Retrieved``)."""
+    """What retrieval found (``sub250.session.stages.Retrieved``)."""
 
     passages: list[Any]
     failed: bool

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from app.rag.question import FUNCTION_WORDS
+from sub250.rag.question import FUNCTION_WORDS
 
 #: A sentence ends at ., ! or ? followed by a space and a capital letter or digit (the KB's prose; "0.1
 #: microns" and "U.S." stay whole).

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from app.answer.choice import CHOICE_HINT
-from app.answer.extract import SPANS
-from app.errors import ConfigError
-from app.rag.about import About
+from sub250.answer.choice import CHOICE_HINT
+from sub250.answer.extract import SPANS
+from sub250.errors import ConfigError
+from sub250.rag.about import About
 
 MODES = ("generative", "grounded", "extractive", "choice")
 

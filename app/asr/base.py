@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.engine import ThreadedEngine
-from app.priority_slots import PrioritySlots
+from sub250.engine import ThreadedEngine
+from sub250.priority_slots import PrioritySlots
 
 
 class Need(enum.IntEnum):

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from app.asr.base import ASREngine, Transcript
-from app.audio.rates import ASR_RATE
-from app.errors import ConfigError, ModelError
+from sub250.asr.base import ASREngine, Transcript
+from sub250.audio.rates import ASR_RATE
+from sub250.errors import ConfigError, ModelError
 
 #: ``[asr] scheduling``: how waiting calls of all sessions get the engine (app/asr/base.py's Need).
 SCHEDULING = ("need", "arrival")

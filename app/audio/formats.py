@@ -14,8 +14,8 @@ from functools import cache
 
 import numpy as np
 
-from app.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32
-from app.audio.rates import INPUT_RATE, OUTPUT_RATE
+from sub250.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32
+from sub250.audio.rates import INPUT_RATE, OUTPUT_RATE
 
 G711_RATE = 8_000
 #: libsndfile's subtype for each G.711 wire type.

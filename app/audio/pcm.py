@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.audio.rates import ASR_RATE
+from sub250.audio.rates import ASR_RATE
 
 __all__ = ["ASR_RATE", "StreamResampler", "float32_to_pcm16", "load_audio", "pcm16_to_float32", "resample"]
 

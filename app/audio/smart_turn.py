@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from app.audio.rates import ASR_RATE
-from app.engine import ThreadedEngine
-from app.errors import ModelError
+from sub250.audio.rates import ASR_RATE
+from sub250.engine import ThreadedEngine
+from sub250.errors import ModelError
 
 SECONDS = 8
 N_SAMPLES = SECONDS * ASR_RATE  # 128 000

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.audio.rates import ASR_RATE
+from sub250.audio.rates import ASR_RATE
 
 WINDOW = 512  # samples at 16 kHz
 CONTEXT = 64

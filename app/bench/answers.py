@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.answer.loops import find_loop
+from sub250.answer.loops import find_loop
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = REPO / "tests" / "data" / "answers" / "questions.jsonl"

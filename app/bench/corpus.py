@@ -54,10 +54,10 @@ def synthesize_texts(items: list[tuple[str, str]], out_dir: Path, tts: object | 
 
 
 def _load_tts() -> object:
-    from app.config import Settings
-    from app.modelstore import prepare
-    from app.profiles import load_profile
-    from app.tts.piper import PiperTTS
+    from sub250.config import Settings
+    from sub250.modelstore import prepare
+    from sub250.profiles import load_profile
+    from sub250.tts.piper import PiperTTS
 
     settings = Settings.from_env()
     profile = load_profile(settings.profile)

@@ -42,9 +42,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.audio.endpointing import (WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped,
+from sub250.audio.endpointing import (WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped,
                                   ms_to_windows)
-from app.session.turn_cue import ends_open
+from sub250.session.turn_cue import ends_open
 
 #: score(start_window, window) -> (probability the turn is complete, compute ms): the audio from the start of
 #: speech (the caller adds its pre-roll) to the end of ``window``.

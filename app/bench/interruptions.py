@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from app.bench.stats import percentile
-from app.sdk import RealtimeClient
+from sub250.bench.stats import percentile
+from sub250.sdk import RealtimeClient
 
 RATE = 24_000
 

@@ -9,7 +9,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from app.bench.corpus import Utterance, load_manifest, real_recordings, synthesize_corpus
+from sub250.bench.corpus import Utterance, load_manifest, real_recordings, synthesize_corpus
 
 
 def add_server_options(parser: argparse.ArgumentParser, *, pid_help: str) -> None:
@@ -22,7 +22,7 @@ def add_server_options(parser: argparse.ArgumentParser, *, pid_help: str) -> Non
 
 
 def default_key() -> str | None:
-    from app.config import Settings
+    from sub250.config import Settings
 
     if os.environ.get("SUB250_API_KEY"):
         return os.environ["SUB250_API_KEY"]
@@ -36,7 +36,7 @@ def default_key() -> str | None:
 
 def corpus(spec: str) -> list[Utterance]:
     """The utterances of ``spec`` in the fixed, mixed order the replay uses (by hash of the id)."""
-    from app.config import Settings
+    from sub250.config import Settings
 
     utts: list[Utterance] = []
     if spec in ("synthetic", "all"):

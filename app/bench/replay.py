@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.bench.corpus import Utterance
-from app.sdk import RealtimeClient, TurnResult
-from app.sdk.client import ConnectionLost
+from sub250.bench.corpus import Utterance
+from sub250.sdk import RealtimeClient, TurnResult
+from sub250.sdk.client import ConnectionLost
 
 
 @dataclass

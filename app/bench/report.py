@@ -8,8 +8,8 @@ import html
 from pathlib import Path
 from typing import Any
 
-from app.bench.stats import _get, format_table, summarize
-from app.metrics.timeline import BUDGET_MS, CEILINGS
+from sub250.bench.stats import _get, format_table, summarize
+from sub250.metrics.timeline import BUDGET_MS, CEILINGS
 
 STACK = ("gateway", "asr_finalize", "retrieval", "prompt", "prefill")
 COLORS = {"gateway": "#8da0cb", "asr_finalize": "#fc8d62", "retrieval": "#66c2a5", "prompt": "#e78ac3",

@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from app.bench.probe import mib
-from app.bench.stats import _get, percentile
+from sub250.bench.probe import mib
+from sub250.bench.stats import _get, percentile
 
 #: Sample figures carried into each interval's row.
 SAMPLED = ("rss_bytes", "rss_anon_bytes", "rss_file_bytes", "threads", "open_fds", "asyncio_tasks", "sessions_open")
@@ -165,7 +165,7 @@ def format_table(report: dict[str, Any]) -> str:
 
 def plot(report: dict[str, Any], path: Path) -> Path:
     """RSS, FDs and tasks over time (every sample), and ttft / voice_to_voice percentiles per interval."""
-    from app.bench.report import _plt, _save
+    from sub250.bench.report import _plt, _save
 
     plt = _plt()
     samples = [s for s in report["samples"] if s.get("rss_bytes") is not None]

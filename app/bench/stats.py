@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from app.metrics.timeline import BESIDE, SPANS
+from sub250.metrics.timeline import BESIDE, SPANS
 
 CLIENT = ("client_ttft_client", "client_voice_to_voice", "client_rtt", "client_audio_stall")
 

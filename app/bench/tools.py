@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.protocol.tools import FunctionTool, tools as parse_tools
+from sub250.protocol.tools import FunctionTool, tools as parse_tools
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "tools"

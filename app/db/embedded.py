@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from app.errors import DatabaseError
+from sub250.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 

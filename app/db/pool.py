@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from app.errors import DatabaseError
+from sub250.errors import DatabaseError
 
 
 def _describe_dsn(dsn: str) -> str:
@@ -33,7 +33,7 @@ async def create_pool(dsn: str, *, size: int = 4, ef_search: int = 40, timeout: 
     import asyncpg
     from pgvector.asyncpg import register_vector
 
-    from app.db.migrate import migrate
+    from sub250.db.migrate import migrate
 
     conn = await connect(dsn, timeout=timeout)
     try:

@@ -2,6 +2,6 @@
 replicas on the ``remote-vllm`` profile and HAProxy in front, each a real process. ``scripts/fleet.py`` runs it;
 ``tests/fleet/`` tests it. Nothing of this runs inside ``serve``."""
 
-from app.fleet.local import LocalFleet, Replica
+from sub250.fleet.local import LocalFleet, Replica
 
 __all__ = ["LocalFleet", "Replica"]

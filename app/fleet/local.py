@@ -17,9 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import Sub250Error
-from app.fleet import haproxy, vllm_server
-from app.fleet.processes import Child, free_port
+from sub250.errors import Sub250Error
+from sub250.fleet import haproxy, vllm_server
+from sub250.fleet.processes import Child, free_port
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,8 @@ class LocalFleet:
                  progress: Callable[[str], None] | None = None) -> None:
         """``vllm_url``: an OpenAI-compatible server already running (``http://host:port``); else one is started
         with ``engine_profile``'s LLM. ``models_home``: the prepared models (default: the user's)."""
-        from app.config import Settings
-        from app.rag.kb import SAMPLE_KB
+        from sub250.config import Settings
+        from sub250.rag.kb import SAMPLE_KB
 
         if not 1 <= replicas <= 8:
             raise Sub250Error(f"--replicas {replicas}: between 1 and 8", "")
@@ -120,7 +120,7 @@ class LocalFleet:
                       + ", ".join(f"{r.name} ({r.url})" for r in self.replicas))
 
     async def _start_postgres(self) -> None:
-        from app.db.embedded import EmbeddedPostgres
+        from sub250.db.embedded import EmbeddedPostgres
 
         self.progress("PostgreSQL + pgvector (the embedded binaries, a server of their own)")
         self._pg = EmbeddedPostgres(self.workdir / "pgdata")
@@ -136,9 +136,9 @@ class LocalFleet:
         self.progress(f"vLLM ready at {self.vllm_url} in {time.monotonic() - t0:.0f} s")
 
     async def ingest(self, folder: Path) -> None:
-        """``python -m app ingest folder`` into the fleet's database (what every replica retrieves from)."""
+        """``python -m sub250 ingest folder`` into the fleet's database (what every replica retrieves from)."""
         home = self.workdir / "ingest"
-        child = Child("ingest", [sys.executable, "-m", "app", "ingest", str(folder)], self._log("ingest"),
+        child = Child("ingest", [sys.executable, "-m", "sub250", "ingest", str(folder)], self._log("ingest"),
                       env={**self._app_env(home), "SUB250_LLM_BASE_URL": ""}, cwd=REPO)
         self.progress(f"ingesting {folder} into the shared database")
         await child.start()
@@ -153,7 +153,7 @@ class LocalFleet:
             env = {**self._app_env(self.workdir / name), "SUB250_REPLICA": name, "SUB250_HOST": HOST,
                    "SUB250_PORT": str(port), "SUB250_DRAIN_S": f"{self.drain_s:g}",
                    "SUB250_LLM_ENFORCE_EAGER": "true"}
-            child = Child(name, [sys.executable, "-m", "app", "serve"], self._log(name), env=env, cwd=REPO)
+            child = Child(name, [sys.executable, "-m", "sub250", "serve"], self._log(name), env=env, cwd=REPO)
             await child.start()
             self._children.append(child)
             self.replicas.append(Replica(name, port, child))

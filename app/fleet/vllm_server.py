@@ -48,9 +48,9 @@ async def start(profile_name: str, models_dir: Path, *, log_path: Path, cache_di
     not come up, or the wait is cancelled, the process is stopped before this raises."""
     import asyncio
 
-    from app.fleet.processes import Child, free_port
-    from app.modelstore import prepare
-    from app.profiles import load_profile
+    from sub250.fleet.processes import Child, free_port
+    from sub250.modelstore import prepare
+    from sub250.profiles import load_profile
 
     profile = load_profile(profile_name)
     llm = profile.stage("llm")

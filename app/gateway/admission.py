@@ -26,8 +26,8 @@ import ipaddress
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from app.gateway.auth import ApiKeys, Principal, extract_key, is_client_secret
-from app.gateway.limits import GatewayLimits, Refusal
+from sub250.gateway.auth import ApiKeys, Principal, extract_key, is_client_secret
+from sub250.gateway.limits import GatewayLimits, Refusal
 
 #: Always accepted in ``Host``.
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})

@@ -10,8 +10,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.errors import EngineError
-from app.llm.base import LLMEngine, LLMRequest, TokenDelta
+from sub250.errors import EngineError
+from sub250.llm.base import LLMEngine, LLMRequest, TokenDelta
 
 
 class OpenAIRemoteEngine(LLMEngine):

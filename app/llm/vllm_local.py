@@ -21,8 +21,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from app.errors import EngineError, ModelError
-from app.llm.base import LLMEngine, LLMRequest, TokenDelta
+from sub250.errors import EngineError, ModelError
+from sub250.llm.base import LLMEngine, LLMRequest, TokenDelta
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY, Counter, Gauge, Histogram, generate_late
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from app.metrics.timeline import BESIDE, NOT_MS, SPANS, TurnTimeline
+from sub250.metrics.timeline import BESIDE, NOT_MS, SPANS, TurnTimeline
 
 _BUCKETS_MS = (5, 10, 15, 20, 30, 40, 50, 75, 100, 120, 150, 200, 250, 300, 400, 500, 750, 1000, 1500, 2500, 5000)
 

@@ -24,14 +24,14 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from app.errors import ConfigError
-from app.metrics.timeline import CEILINGS, NOT_MS, TurnTimeline
+from sub250.errors import ConfigError
+from sub250.metrics.timeline import CEILINGS, NOT_MS, TurnTimeline
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SpanExporter
 
-    from app.config import Settings
+    from sub250.config import Settings
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ and every field is checked into typed attributes (``ClientEvent.response``, ``.i
 ``server_event`` builds outgoing events. Our own additions use the ``sub250.`` prefix.
 """
 
-from app.protocol.client_events import (
+from sub250.protocol.client_events import (
     CLIENT_EVENT_TYPES,
     ClientEvent,
     MessageItem,
@@ -17,9 +17,9 @@ from app.protocol.client_events import (
     parse_client_event,
     parse_response_options,
 )
-from app.protocol.errors import ProtocolError
-from app.protocol.events import error_event, new_id, server_event
-from app.protocol.fields import (
+from sub250.protocol.errors import ProtocolError
+from sub250.protocol.events import error_event, new_id, server_event
+from sub250.protocol.fields import (
     MAX_AUDIO_END_MS,
     MAX_CONTENT_PARTS,
     MAX_DEPTH,
@@ -28,7 +28,7 @@ from app.protocol.fields import (
     MAX_OUTPUT_TOKENS,
     MAX_TEXT_BYTES,
 )
-from app.protocol.session_config import SessionConfig, TurnDetection
+from sub250.protocol.session_config import SessionConfig, TurnDetection
 
 __all__ = [
     "CLIENT_EVENT_TYPES",

@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from app.protocol import fields as f
-from app.protocol import tools as t
-from app.protocol.errors import ProtocolError
-from app.protocol.fields import MAX_CONTENT_PARTS, MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, MAX_TEXT_BYTES
+from sub250.protocol import fields as f
+from sub250.protocol import tools as t
+from sub250.protocol.errors import ProtocolError
+from sub250.protocol.fields import MAX_CONTENT_PARTS, MAX_DEPTH, MAX_INT, MAX_INT_DIGITS, MAX_TEXT_BYTES
 
 #: Client events we implement (GA names). Anything else gets an ``error`` with code ``unknown_event_type``.
 CLIENT_EVENT_TYPES = frozenset({

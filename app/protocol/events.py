@@ -10,7 +10,7 @@ import base64
 import secrets
 from typing import Any
 
-from app.protocol.client_events import (  # noqa: F401  (re-exported: app.protocol.events is their old home)
+from sub250.protocol.client_events import (  # noqa: F401  (re-exported: app.protocol.events is their old home)
     CLIENT_EVENT_TYPES,
     ClientEvent,
     MessageItem,
@@ -19,7 +19,7 @@ from app.protocol.client_events import (  # noqa: F401  (re-exported: app.protoc
     _validate_item,
     parse_client_event,
 )
-from app.protocol.errors import ProtocolError  # noqa: F401
+from sub250.protocol.errors import ProtocolError  # noqa: F401
 
 
 def new_id(prefix: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.protocol import fields as f
+from sub250.protocol import fields as f
 
 #: ``session.include`` names of our additions, and the event types each one lets through.
 EXTENSIONS: dict[str, tuple[str, ...]] = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from app.protocol.errors import ProtocolError
+from sub250.protocol.errors import ProtocolError
 
 # --- limits of what a client may send (each refusal is an `error` event; the session carries on) ------
 

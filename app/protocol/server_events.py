@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from app.protocol.events import ProtocolError, encode_audio, error_event, new_id, server_event
-from app.protocol.session_config import SessionConfig
+from sub250.protocol.events import ProtocolError, encode_audio, error_event, new_id, server_event
+from sub250.protocol.session_config import SessionConfig
 
 Role = Literal["user", "assistant", "system"]
 #: The content part a message carries: caller audio (with its transcript), typed text, or the reply.

@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.audio import formats
-from app.audio.formats import AudioFormat
-from app.audio.rates import INPUT_RATE
-from app.protocol import extensions
-from app.protocol import fields as f
-from app.protocol import tools as t
-from app.rag.about import About
+from sub250.audio import formats
+from sub250.audio.formats import AudioFormat
+from sub250.audio.rates import INPUT_RATE
+from sub250.protocol import extensions
+from sub250.protocol import fields as f
+from sub250.protocol import tools as t
+from sub250.rag.about import About
 
 #: The only ``audio/pcm`` rate on the wire (input and output are both 24 kHz; kept for importers).
 AUDIO_RATE = INPUT_RATE

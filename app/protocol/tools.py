@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from app.protocol import fields as f
+from sub250.protocol import fields as f
 
 #: Tools per session (the API allows 128).
 MAX_TOOLS = 128

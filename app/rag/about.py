@@ -16,7 +16,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import ConfigError
+from sub250.errors import ConfigError
 
 ABOUT_FILE = "about.toml"
 #: Longest ``company`` / ``scope`` accepted (they are said aloud at every decline).

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from app.rag.query_cache import QueryCache
-    from app.rag.store import RetrievedPassage
+    from sub250.rag.query_cache import QueryCache
+    from sub250.rag.store import RetrievedPassage
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from app.engine import ThreadedEngine
-from app.errors import ModelError
+from sub250.engine import ThreadedEngine
+from sub250.errors import ModelError
 
 
 class Embedder(ThreadedEngine):

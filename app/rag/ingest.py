@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from app.rag.about import About, read_about
-from app.rag.embedder import Embedder
-from app.rag.kb import read_folder
-from app.rag.store import VectorStore
+from sub250.rag.about import About, read_about
+from sub250.rag.embedder import Embedder
+from sub250.rag.kb import read_folder
+from sub250.rag.store import VectorStore
 
 
 @dataclass

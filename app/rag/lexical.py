@@ -18,7 +18,7 @@ from typing import Any
 import bm25s
 import numpy as np
 
-from app.rag.vocabulary import subject_stems
+from sub250.rag.vocabulary import subject_stems
 
 __all__ = ["LexicalIndex"]
 

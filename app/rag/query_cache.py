@@ -2,7 +2,7 @@
 
 - **exact**: the same question after normalization (case, punctuation, spaces) skips embedding and search;
 - **near**: a question whose embedding is within ``near_threshold`` (cosine) of a cached one skips the
-  search. The threshold is measured, not guessed: ``scripts/measure_query_reuse.py`` replays the corpus'
+  search. The threshold is measured, not guessed: ``docs/lab/probes/measure_query_reuse.py`` replays the corpus'
   questions against their partial and ASR-like variants and finds the lowest cosine at which reusing
   the cached passages never changed the top-k (docs/BENCHMARKS.md has the run).
 

@@ -20,9 +20,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from app.errors import ConfigError
-from app.rag.lexical import LexicalIndex
-from app.rag.store import RRF_K, RetrievedPassage
+from sub250.errors import ConfigError
+from sub250.rag.lexical import LexicalIndex
+from sub250.rag.store import RRF_K, RetrievedPassage
 
 __all__ = ["RerankWeights", "Reranker"]
 

@@ -8,13 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from app.rag.base import BaseRetriever, Retrieval
-from app.errors import ConfigError
-from app.rag.embedder import Embedder
-from app.rag.query_cache import QueryCache
-from app.rag.question import clean_question
-from app.rag.rerank import Reranker, RerankWeights
-from app.rag.store import VectorStore
+from sub250.rag.base import BaseRetriever, Retrieval
+from sub250.errors import ConfigError
+from sub250.rag.embedder import Embedder
+from sub250.rag.query_cache import QueryCache
+from sub250.rag.question import clean_question
+from sub250.rag.rerank import Reranker, RerankWeights
+from sub250.rag.store import VectorStore
 
 __all__ = ["Retrieval", "RetrievalOptions", "Retriever"]
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from app.rag.question import FUNCTION_WORDS, clean_question
+from sub250.rag.question import FUNCTION_WORDS, clean_question
 
 __all__ = ["Vocabulary", "subject_stems"]
 

@@ -4,7 +4,7 @@ Importable without the server's engines (needs only websockets and numpy; ``send
 and soxr). Example: ``scripts/ask.py``.
 """
 
-from app.sdk.client import SUB250_EVENTS, RealtimeClient, TurnResult
-from app.sdk.events import ServerEvent, Sources, TurnLatency
+from sub250.sdk.client import SUB250_EVENTS, RealtimeClient, TurnResult
+from sub250.sdk.events import ServerEvent, Sources, TurnLatency
 
 __all__ = ["SUB250_EVENTS", "RealtimeClient", "ServerEvent", "Sources", "TurnLatency", "TurnResult"]

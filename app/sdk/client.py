@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.sdk.events import ServerEvent, Sources, TurnLatency
-from app.sdk.playback import Playback
-from app.sdk.tools import ToolRun, ToolSet
+from sub250.sdk.events import ServerEvent, Sources, TurnLatency
+from sub250.sdk.playback import Playback
+from sub250.sdk.tools import ToolRun, ToolSet
 
 RATE = 24_000
 #: The sub250 events this client reads, asked for in ``session.include`` (the server's names:
@@ -131,7 +131,7 @@ class RealtimeClient:
 
     def tool(self, fn: Any = None, **options: Any) -> Any:
         """Register a function the model may call (``@client.tool`` or ``@client.tool(timeout_s=3)``); see
-        :mod:`app.sdk.tools`. Register before ``update_session``: the tools go with it."""
+        :mod:`sub250.sdk.tools`. Register before ``update_session``: the tools go with it."""
         return self.tools.tool(fn, **options)
 
     async def __aenter__(self) -> "RealtimeClient":

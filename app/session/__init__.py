@@ -6,7 +6,7 @@ reply held at the first pause), ``conversation`` (typed items), ``reply`` (one r
 Wire shapes are built in :mod:`app.protocol`; transports hand the session parsed events and PCM.
 """
 
-from app.session.output import Transport
-from app.session.session import RealtimeSession
+from sub250.session.output import Transport
+from sub250.session.session import RealtimeSession
 
 __all__ = ["RealtimeSession", "Transport"]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from app.protocol import server_events as ev
+from sub250.protocol import server_events as ev
 
 
 @dataclass

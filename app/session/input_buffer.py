@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.audio.endpointing import WINDOW_MS
-from app.audio.pcm import StreamResampler, pcm16_to_float32
-from app.audio.rates import ASR_RATE
-from app.audio.vad import WINDOW
+from sub250.audio.endpointing import WINDOW_MS
+from sub250.audio.pcm import StreamResampler, pcm16_to_float32
+from sub250.audio.rates import ASR_RATE
+from sub250.audio.vad import WINDOW
 
 #: Most audio the buffer holds for a client-committed turn (no server VAD) before the client must commit.
 MAX_BUFFER_MS = 120_000

@@ -37,9 +37,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from app.asr.base import Transcript
-from app.audio.endpointing import WINDOW_MS, ms_to_windows
-from app.errors import ConfigError
+from sub250.asr.base import Transcript
+from sub250.audio.endpointing import WINDOW_MS, ms_to_windows
+from sub250.errors import ConfigError
 
 #: Sounds and words that do not take the turn while the assistant speaks (lower case, punctuation stripped).
 BACKCHANNELS = frozenset({

@@ -14,15 +14,15 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from app.asr.base import ASREngine, Need
-from app.audio.endpointing import WINDOW_MS
-from app.audio.rates import ASR_RATE
-from app.metrics.timeline import now_ns
-from app.protocol import server_events as ev
-from app.rag.base import BaseRetriever
-from app.rag.query_cache import normalize as normalize_query
-from app.session.input_buffer import InputBuffer
-from app.session.turn import UserTurn
+from sub250.asr.base import ASREngine, Need
+from sub250.audio.endpointing import WINDOW_MS
+from sub250.audio.rates import ASR_RATE
+from sub250.metrics.timeline import now_ns
+from sub250.protocol import server_events as ev
+from sub250.rag.base import BaseRetriever
+from sub250.rag.query_cache import normalize as normalize_query
+from sub250.session.input_buffer import InputBuffer
+from sub250.session.turn import UserTurn
 
 log = logging.getLogger(__name__)
 

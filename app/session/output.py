@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from app.audio.formats import PCM_OUT, ReplyEncoder
-from app.protocol.extensions import wanted
-from app.protocol.session_config import SessionConfig
+from sub250.audio.formats import PCM_OUT, ReplyEncoder
+from sub250.protocol.extensions import wanted
+from sub250.protocol.session_config import SessionConfig
 
 OnSent = Callable[[int], None]
 

@@ -20,22 +20,22 @@ from typing import Any
 
 import numpy as np
 
-from app import logs
-from app.asr.base import Need
-from app.audio.rates import OUTPUT_RATE
-from app.metrics.timeline import now_ns
-from app.protocol import server_events as ev
-from app.protocol import tools as t
-from app.protocol.events import ProtocolError, new_id
-from app.protocol.session_config import SessionConfig
-from app.session import stages
-from app.session.conversation import Conversation, FunctionCall, Item
-from app.session.output import ReplyOutput
-from app.session.stats import SessionStats
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
-from app.tools import ToolArgumentsError, ToolCall
-from app.tts.base import SpeechNeed
+from sub250 import logs
+from sub250.asr.base import Need
+from sub250.audio.rates import OUTPUT_RATE
+from sub250.metrics.timeline import now_ns
+from sub250.protocol import server_events as ev
+from sub250.protocol import tools as t
+from sub250.protocol.events import ProtocolError, new_id
+from sub250.protocol.session_config import SessionConfig
+from sub250.session import stages
+from sub250.session.conversation import Conversation, FunctionCall, Item
+from sub250.session.output import ReplyOutput
+from sub250.session.stats import SessionStats
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
+from sub250.tools import ToolArgumentsError, ToolCall
+from sub250.tts.base import SpeechNeed
 
 log = logging.getLogger(__name__)
 

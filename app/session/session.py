@@ -3,7 +3,7 @@
 It routes client events through an explicit handler table, feeds caller audio through the input buffer, Silero
 VAD and the endpointer, and wires the parts - listening (partials, retrieval ahead), speculation (the reply
 held at the first pause), the interruption check (speech over a reply: words, or a cough?), the
-conversation, and each :class:`~app.session.reply.Reply` - to the stack's engines. It is the only place stages are wired; the parts never call back into it. Wire shapes come from
+conversation, and each :class:`~sub250.session.reply.Reply` - to the stack's engines. It is the only place stages are wired; the parts never call back into it. Wire shapes come from
 :mod:`app.protocol.server_events`; CPU-heavy work runs on the engines' threads, never on the event loop.
 """
 
@@ -16,31 +16,31 @@ from typing import Any
 
 import numpy as np
 
-from app import logs
-from app.asr.base import Need
-from app.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
-from app.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
-from app.audio.vad import WINDOW
-from app.metrics.timeline import now_ns
-from app.protocol import server_events as ev
-from app.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
-from app.protocol.events import ClientEvent, ProtocolError, new_id
-from app.protocol.session_config import SessionConfig
-from app.session import stages
-from app.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, FunctionOutput, Item
-from app.session.input_buffer import MAX_BUFFER_MS, InputBuffer
-from app.session.interruption import InterruptionCheck, Verdict
-from app.session.listening import Listening
-from app.session.output import AsConfigured, ReplyOutput, Transport
-from app.session.reply import Reply, ReplyOptions, ReplyState
-from app.session.speculation import Speculation
-from app.session.stats import SessionStats
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
-from app.session.turn_cue import ends_open
-from app.session.turn_detection import TurnDetector
-from app.session.turn_words import Judgement, TurnWords
-from app.tasks import TaskSet
+from sub250 import logs
+from sub250.asr.base import Need
+from sub250.audio.endpointing import WINDOW_MS, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
+from sub250.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
+from sub250.audio.vad import WINDOW
+from sub250.metrics.timeline import now_ns
+from sub250.protocol import server_events as ev
+from sub250.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
+from sub250.protocol.events import ClientEvent, ProtocolError, new_id
+from sub250.protocol.session_config import SessionConfig
+from sub250.session import stages
+from sub250.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, FunctionOutput, Item
+from sub250.session.input_buffer import MAX_BUFFER_MS, InputBuffer
+from sub250.session.interruption import InterruptionCheck, Verdict
+from sub250.session.listening import Listening
+from sub250.session.output import AsConfigured, ReplyOutput, Transport
+from sub250.session.reply import Reply, ReplyOptions, ReplyState
+from sub250.session.speculation import Speculation
+from sub250.session.stats import SessionStats
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
+from sub250.session.turn_cue import ends_open
+from sub250.session.turn_detection import TurnDetector
+from sub250.session.turn_words import Judgement, TurnWords
+from sub250.tasks import TaskSet
 
 log = logging.getLogger(__name__)
 

@@ -9,10 +9,10 @@ commit is reported apart, ``TurnTimeline.rebase_to_commit``).
 
 from __future__ import annotations
 
-from app.protocol.session_config import SessionConfig
-from app.session.reply import Reply, ReplyState
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
+from sub250.protocol.session_config import SessionConfig
+from sub250.session.reply import Reply, ReplyState
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
 
 
 class Speculation:

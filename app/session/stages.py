@@ -15,23 +15,23 @@ from typing import Any
 
 import numpy as np
 
-from app.answer.answerer import Answerer
-from app.answer.policy import AnswerPolicy
-from app.asr.base import ASREngine, Need
-from app.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32
-from app.audio.rates import OUTPUT_RATE
-from app.audio.vad import WINDOW
-from app.llm.base import LLMEngine, LLMRequest, TokenDelta
-from app.llm.prompt import build_messages
-from app.metrics.timeline import TurnTimeline, now_ns
-from app.protocol.events import new_id
-from app.protocol.tools import FunctionTool, ToolChoice
-from app.rag.base import BaseRetriever
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
-from app.tools import ToolCall, ToolCaller
-from app.tts.base import SpeechNeed, TTSEngine
-from app.tts.chunker import SentenceChunker
+from sub250.answer.answerer import Answerer
+from sub250.answer.policy import AnswerPolicy
+from sub250.asr.base import ASREngine, Need
+from sub250.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32
+from sub250.audio.rates import OUTPUT_RATE
+from sub250.audio.vad import WINDOW
+from sub250.llm.base import LLMEngine, LLMRequest, TokenDelta
+from sub250.llm.prompt import build_messages
+from sub250.metrics.timeline import TurnTimeline, now_ns
+from sub250.protocol.events import new_id
+from sub250.protocol.tools import FunctionTool, ToolChoice
+from sub250.rag.base import BaseRetriever
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
+from sub250.tools import ToolCall, ToolCaller
+from sub250.tts.base import SpeechNeed, TTSEngine
+from sub250.tts.chunker import SentenceChunker
 
 log = logging.getLogger(__name__)
 

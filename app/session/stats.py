@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from app.metrics import prometheus, tracing
-from app.metrics.timeline import TurnTimeline
+from sub250.metrics import prometheus, tracing
+from sub250.metrics.timeline import TurnTimeline
 
 
 @dataclass

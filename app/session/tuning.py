@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.answer.policy import AnswerPolicy
-from app.errors import ConfigError
-from app.profiles import Profile
-from app.rag.about import About
-from app.session.interruption import InterruptionOptions
-from app.tools.policy import ToolPolicy
+from sub250.answer.policy import AnswerPolicy
+from sub250.errors import ConfigError
+from sub250.profiles import Profile
+from sub250.rag.about import About
+from sub250.session.interruption import InterruptionOptions
+from sub250.tools.policy import ToolPolicy
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from app.metrics.timeline import TurnTimeline
+from sub250.metrics.timeline import TurnTimeline
 
 
 @dataclass

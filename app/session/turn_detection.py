@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.audio.endpointing import (WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped,
+from sub250.audio.endpointing import (WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped,
                                   ms_to_windows)
-from app.audio.vad import SileroVAD
-from app.protocol.session_config import TurnDetection
+from sub250.audio.vad import SileroVAD
+from sub250.protocol.session_config import TurnDetection
 
 Decision = SpeechStarted | SpeechStopped | SpeechPaused | SpeechResumed | None
 

@@ -19,10 +19,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from app.protocol.events import new_id
-from app.llm.base import LLMEngine
-from app.session.reply import Reply
-from app.session.turn_cue import as_said, ends_open
+from sub250.protocol.events import new_id
+from sub250.llm.base import LLMEngine
+from sub250.session.reply import Reply
+from sub250.session.turn_cue import as_said, ends_open
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@
 - :mod:`.results`: a tool's output said aloud when the profile's model does not phrase answers itself.
 """
 
-from app.tools.caller import ToolArgumentsError, ToolCall, ToolCaller
-from app.tools.policy import ToolPolicy
+from sub250.tools.caller import ToolArgumentsError, ToolCall, ToolCaller
+from sub250.tools.policy import ToolPolicy
 
 __all__ = ["ToolArgumentsError", "ToolCall", "ToolCaller", "ToolPolicy"]

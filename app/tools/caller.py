@@ -20,11 +20,11 @@ from typing import Any
 import jsonschema
 import numpy as np
 
-from app.llm.base import LLMRequest, TokenDelta
-from app.protocol.tools import FunctionTool, ToolChoice
-from app.tools import prompt
-from app.tools.policy import ToolPolicy
-from app.tools.selector import EmbeddingSelector
+from sub250.llm.base import LLMRequest, TokenDelta
+from sub250.protocol.tools import FunctionTool, ToolChoice
+from sub250.tools import prompt
+from sub250.tools.policy import ToolPolicy
+from sub250.tools.selector import EmbeddingSelector
 
 #: ``request -> the engine's deltas`` (``LLMEngine.stream``).
 Stream = Callable[[LLMRequest], AsyncIterator[TokenDelta]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import ConfigError
+from sub250.errors import ConfigError
 
 SELECTORS = ("llm", "embedding")
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from app.protocol.tools import FunctionTool
+from sub250.protocol.tools import FunctionTool
 
 NO_TOOL = "none"
 

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import numpy as np
 
-from app.protocol.tools import FunctionTool
+from sub250.protocol.tools import FunctionTool
 
 #: Tool texts whose vectors are kept (a few sessions' tool sets).
 MAX_CACHED = 1024

@@ -7,14 +7,14 @@ import functools
 import logging
 from typing import Any
 
-from app.gateway import KeyLimiter, Principal, Refusal
-from app.protocol import ProtocolError, new_id, parse_client_event
+from sub250.gateway import KeyLimiter, Principal, Refusal
+from sub250.protocol import ProtocolError, new_id, parse_client_event
 
 
 def new_session(shared: Any, transport: Any, model: str | None) -> Any:
     """The session for a new connection: ``RealtimeSession(shared, transport, model=...)``, started by the
     caller. Looked up here, at call time, so that unit tests of the transports can put a fake in its place."""
-    from app.session.session import RealtimeSession
+    from sub250.session.session import RealtimeSession
 
     return RealtimeSession(shared, transport, model=model)
 

@@ -30,11 +30,11 @@ from typing import Any, Protocol
 
 from aiohttp import BodyPartReader, web
 
-from app.gateway import Admission, GatewayLimits, KeyLimiter, Principal, Refusal, select_subprotocol
-from app.gateway.auth import TOKEN_TTL_S, TooManySecrets
-from app.protocol import ProtocolError, load_json, new_id
-from app.protocol.fields import MAX_NAME_CHARS
-from app.transport.websocket import REALTIME_PATH, WebSocketTransport, serve_realtime, websocket_response
+from sub250.gateway import Admission, GatewayLimits, KeyLimiter, Principal, Refusal, select_subprotocol
+from sub250.gateway.auth import TOKEN_TTL_S, TooManySecrets
+from sub250.protocol import ProtocolError, load_json, new_id
+from sub250.protocol.fields import MAX_NAME_CHARS
+from sub250.transport.websocket import REALTIME_PATH, WebSocketTransport, serve_realtime, websocket_response
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ async def _readyz(request: web.Request) -> web.Response:
 async def _metrics(request: web.Request) -> web.Response:
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    from app.metrics.prometheus import exposition
+    from sub250.metrics.prometheus import exposition
 
     return web.Response(body=exposition(request.app[BACKEND].replica), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -291,7 +291,7 @@ async def _metrics(request: web.Request) -> web.Response:
 async def _client_secrets(request: web.Request) -> web.Response:
     """A client secret; with a ``session`` object in the body (the GA API's), every session the secret opens
     starts with it (validated here: a bad field is a 400 naming it), and the answer echoes it as configured."""
-    from app.protocol.session_config import SessionConfig
+    from sub250.protocol.session_config import SessionConfig
 
     principal = _admit(request, allow_client_secret=False)  # a secret must not extend itself
     ttl = TOKEN_TTL_S
@@ -330,7 +330,7 @@ async def _client_secrets(request: web.Request) -> web.Response:
 
 
 async def _create_call(request: web.Request) -> web.Response:
-    from app.transport.webrtc import open_call  # aiortc loads only when a call comes
+    from sub250.transport.webrtc import open_call  # aiortc loads only when a call comes
 
     principal, model = _admit(request), _model(request)
     session: dict[str, Any] | None = None

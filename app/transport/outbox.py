@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.metrics import prometheus
-from app.metrics.timeline import now_ns
+from sub250.metrics import prometheus
+from sub250.metrics.timeline import now_ns
 
 log = logging.getLogger(__name__)
 

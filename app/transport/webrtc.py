@@ -2,7 +2,7 @@
 
 The browser POSTs its SDP offer to ``/v1/realtime/calls`` and gets the answer. Caller audio arrives on
 the media track (Opus, 48 kHz), is decoded and resampled to PCM16 mono at ``ASR_RATE`` here at the edge and
-fed to the same :class:`~app.session.session.RealtimeSession` the WebSocket endpoint uses
+fed to the same :class:`~sub250.session.session.RealtimeSession` the WebSocket endpoint uses
 (``handle_audio(pcm16, ASR_RATE, received_ns)``). Reply audio (``send_audio``) leaves on the server's
 track, paced in real time; every other event (``sub250.turn.latency`` included) travels as JSON on the data
 channel ``oai-events``, through a bounded outbox (a peer that stops reading the channel is hung up on).
@@ -28,15 +28,15 @@ import numpy as np
 from aiortc import MediaStreamTrack, RTCPeerConnection, RTCSessionDescription
 from aiortc.mediastreams import MediaStreamError
 
-from app.audio.rates import ASR_RATE, OUTPUT_RATE
-from app.gateway import KeyLimiter, Principal
-from app.metrics import prometheus
-from app.metrics.timeline import now_ns
-from app.protocol import ProtocolError, new_id, server_event
-from app.tasks import TaskSet
-from app.transport import dispatch
-from app.transport.dispatch import dispatch_message, internal_error
-from app.transport.outbox import MAX_QUEUED_BYTES, OVERFLOW_REASON, Outbox
+from sub250.audio.rates import ASR_RATE, OUTPUT_RATE
+from sub250.gateway import KeyLimiter, Principal
+from sub250.metrics import prometheus
+from sub250.metrics.timeline import now_ns
+from sub250.protocol import ProtocolError, new_id, server_event
+from sub250.tasks import TaskSet
+from sub250.transport import dispatch
+from sub250.transport.dispatch import dispatch_message, internal_error
+from sub250.transport.outbox import MAX_QUEUED_BYTES, OVERFLOW_REASON, Outbox
 
 log = logging.getLogger(__name__)
 

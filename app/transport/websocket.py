@@ -29,14 +29,14 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from app.gateway import GatewayLimits, KeyLimiter, Principal
-from app.metrics import prometheus
-from app.metrics.timeline import now_ns
-from app.protocol import ProtocolError, error_event
-from app.protocol.server_events import audio_delta
-from app.transport import dispatch
-from app.transport.dispatch import admit_message, handle_message, internal_error, refusal_error
-from app.transport.outbox import OVERFLOW_CLOSE_CODE, OVERFLOW_REASON, Outbox
+from sub250.gateway import GatewayLimits, KeyLimiter, Principal
+from sub250.metrics import prometheus
+from sub250.metrics.timeline import now_ns
+from sub250.protocol import ProtocolError, error_event
+from sub250.protocol.server_events import audio_delta
+from sub250.transport import dispatch
+from sub250.transport.dispatch import admit_message, handle_message, internal_error, refusal_error
+from sub250.transport.outbox import OVERFLOW_CLOSE_CODE, OVERFLOW_REASON, Outbox
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Text to speech: an interface and the Piper implementation."""
 
-from app.tts.base import AudioChunk, TTSEngine
+from sub250.tts.base import AudioChunk, TTSEngine
 
 __all__ = ["AudioChunk", "TTSEngine"]

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from app.engine import ThreadedEngine
-from app.priority_slots import PrioritySlots
+from sub250.engine import ThreadedEngine
+from sub250.priority_slots import PrioritySlots
 
 T = TypeVar("T")
 

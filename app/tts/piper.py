@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from app.errors import ConfigError, ModelError
-from app.tts.base import SCHEDULING, AudioChunk, TTSEngine
+from sub250.errors import ConfigError, ModelError
+from sub250.tts.base import SCHEDULING, AudioChunk, TTSEngine
 
 
 class PiperTTS(TTSEngine):

@@ -38,7 +38,7 @@ def _free_port() -> int:
 
 
 def run_cli(*args, env, timeout=120):
-    return subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "sub250", *args], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -84,7 +84,7 @@ def test_ingest_command_is_idempotent(settings, tmp_path):
 def test_serve_starts_ingests_reports_ready_and_stops(settings, tmp_path):
     port = _free_port()
     env = _env(settings, SUB250_HOME=str(tmp_path / "home"))
-    proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", str(port)], cwd=REPO, env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "sub250", "serve", "--port", str(port)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out: list[str] = []
     loaded = threading.Event()

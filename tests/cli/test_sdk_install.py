@@ -28,7 +28,7 @@ def test_pip_install_dot_is_the_sdk_alone(tmp_path):
                             check=True).stdout.lower()
     installed = {line.split("==")[0] for line in listed.splitlines()}
     assert not installed & set(SERVER_ONLY), installed & set(SERVER_ONLY)
-    probe = ("from app.sdk import RealtimeClient\n"
+    probe = ("from sub250.sdk import RealtimeClient\n"
              "c = RealtimeClient('ws://127.0.0.1:1/v1/realtime', 'k')\n"
              "@c.tool\n"
              "def lookup_order(order_number: str) -> dict:\n"
@@ -37,3 +37,16 @@ def test_pip_install_dot_is_the_sdk_alone(tmp_path):
              "print(c.tools.definitions()[0]['parameters']['required'])\n")
     out = subprocess.run([str(py), "-c", probe], capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.strip() == "['order_number']", out.stderr[-2000:]
+    # the one top-level name it installs is sub250: nothing named `app` to collide with a user's own
+    top = subprocess.run([str(py), "-c", "import importlib.util as u; print(u.find_spec('app'))"],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert top.returncode == 0 and top.stdout.strip() == "None", (top.stdout, top.stderr[-2000:])
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """pyproject maps sub250 onto app/ and lists its packages by name: a new folder must be listed to ship."""
+    import tomllib
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    on_disk = {".".join(("sub250",) + p.parent.relative_to(REPO / "app").parts)
+               for p in (REPO / "app").rglob("__init__.py")}
+    assert listed == on_disk

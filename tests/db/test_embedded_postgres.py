@@ -5,10 +5,10 @@ import asyncio
 import asyncpg
 import pytest
 
-from app.db.embedded import EmbeddedPostgres
-from app.db.migrate import load_migrations, migrate
-from app.db.pool import connect, create_pool
-from app.errors import DatabaseError
+from sub250.db.embedded import EmbeddedPostgres
+from sub250.db.migrate import load_migrations, migrate
+from sub250.db.pool import connect, create_pool
+from sub250.errors import DatabaseError
 
 
 async def test_data_survives_stop_and_start(tmp_path):

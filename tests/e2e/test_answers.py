@@ -4,9 +4,9 @@ which path answered."""
 
 import pytest
 
-from app.rag.about import read_about
-from app.rag.kb import SAMPLE_KB
-from app.sdk import RealtimeClient
+from sub250.rag.about import read_about
+from sub250.rag.kb import SAMPLE_KB
+from sub250.sdk import RealtimeClient
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"

@@ -8,7 +8,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from app.sdk import RealtimeClient
+from sub250.sdk import RealtimeClient
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -93,7 +93,7 @@ async def test_session_limit_per_key(ws_url):
 
 
 async def test_dead_database_gives_an_error_and_the_turn_still_completes(ws_url, stack):
-    from app.db.pool import create_pool
+    from sub250.db.pool import create_pool
 
     pool = stack.store.pool
     if stack.retriever.cache is not None:

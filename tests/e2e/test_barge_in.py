@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app.sdk import RealtimeClient
+from sub250.sdk import RealtimeClient
 from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines

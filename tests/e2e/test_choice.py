@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 import pytest_asyncio
 
-from app.rag.about import read_about
-from app.rag.kb import SAMPLE_KB
+from sub250.rag.about import read_about
+from sub250.rag.kb import SAMPLE_KB
 from tests.conftest import TEST_KEY, TEST_ORIGIN
 from tests.e2e.test_answers import ask
 
@@ -17,10 +17,10 @@ pytestmark = pytest.mark.engines
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def choice_url(server):
-    from app.bench import lab
-    from app.gateway import ApiKeys, GatewayLimits
-    from app.profiles import load_profile
-    from app.server import Server
+    from sub250.bench import lab
+    from sub250.gateway import ApiKeys, GatewayLimits
+    from sub250.profiles import load_profile
+    from sub250.server import Server
 
     srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(origins=(TEST_ORIGIN,)))
     await srv.listen()

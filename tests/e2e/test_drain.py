@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from app.gateway import ApiKeys, GatewayLimits
-from app.sdk import RealtimeClient
-from app.sdk.client import ConnectionLost
-from app.server import DRAIN_CLOSE_CODE, Server
+from sub250.gateway import ApiKeys, GatewayLimits
+from sub250.sdk import RealtimeClient
+from sub250.sdk.client import ConnectionLost
+from sub250.server import DRAIN_CLOSE_CODE, Server
 from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines

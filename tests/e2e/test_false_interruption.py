@@ -8,7 +8,7 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
-from app.sdk import RealtimeClient
+from sub250.sdk import RealtimeClient
 from tests.e2e.helpers import LLM_ANSWERS, hum
 
 pytestmark = pytest.mark.engines

@@ -23,9 +23,9 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from app.bench import lab
-from app.sdk import RealtimeClient
-from app.sdk.client import ConnectionLost
+from sub250.bench import lab
+from sub250.sdk import RealtimeClient
+from sub250.sdk.client import ConnectionLost
 from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
@@ -344,7 +344,7 @@ async def test_a_killed_llm_engine_fails_the_turn_turns_unhealthy_and_exits_for_
                                                                                             tmp_path):
     """``mid-turn``: the reply in flight notices (vLLM's EngineDeadError); ``idle``: the watchdog does, and a turn
     asked for during the drain fails at once."""
-    from app.cli import EXIT_ENGINE_FAILED, FAILURE_CLOSE_CODE
+    from sub250.cli import EXIT_ENGINE_FAILED, FAILURE_CLOSE_CODE
 
     env = {**os.environ, "SUB250_HOME": str(tmp_path / "home"), "SUB250_MODELS_HOME": str(settings.models_dir),
            "DATABASE_URL": stack.dsn,  # the test PostgreSQL: no second embedded one
@@ -353,7 +353,7 @@ async def test_a_killed_llm_engine_fails_the_turn_turns_unhealthy_and_exits_for_
     env.pop("SUB250_DATABASE_URL", None)
     out_path, err_path = tmp_path / "serve.out", tmp_path / "serve.err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--host", "127.0.0.1", "--port", "0",
+        proc = subprocess.Popen([sys.executable, "-m", "sub250", "serve", "--host", "127.0.0.1", "--port", "0",
                                  "--dev-no-auth"], cwd=REPO, env=env, stdout=out, stderr=err)
 
     def logs() -> str:

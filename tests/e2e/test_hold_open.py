@@ -12,7 +12,7 @@ import pytest
 import soundfile as sf
 from prometheus_client import REGISTRY
 
-from app.sdk import RealtimeClient
+from sub250.sdk import RealtimeClient
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"

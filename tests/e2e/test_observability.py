@@ -9,9 +9,9 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.config import Settings
-from app.metrics import tracing
-from app.sdk import RealtimeClient
+from sub250.config import Settings
+from sub250.metrics import tracing
+from sub250.sdk import RealtimeClient
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"

@@ -15,8 +15,8 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from app.sdk import RealtimeClient
-from app.sdk.client import ConnectionLost
+from sub250.sdk import RealtimeClient
+from sub250.sdk.client import ConnectionLost
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"

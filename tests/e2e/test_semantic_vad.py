@@ -4,8 +4,8 @@ the eagerness' cap, and the turn completes as any."""
 import pytest
 from prometheus_client import REGISTRY
 
-from app.sdk import RealtimeClient
-from app.session.turn_detection import EAGERNESS
+from sub250.sdk import RealtimeClient
+from sub250.session.turn_detection import EAGERNESS
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"

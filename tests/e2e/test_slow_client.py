@@ -38,14 +38,14 @@ import pytest_asyncio
 from aiohttp import web
 from prometheus_client import REGISTRY
 
-from app import native_memory
-from app.bench.corpus import Utterance
-from app.bench.slow_client import NeverReadingClient, speech_frames
-from app.gateway import ApiKeys, GatewayLimits
-from app.sdk import RealtimeClient
-from app.server import Server
-from app.transport import websocket
-from app.transport.http import SOCKETS, build_app, runner_options
+from sub250 import native_memory
+from sub250.bench.corpus import Utterance
+from sub250.bench.slow_client import NeverReadingClient, speech_frames
+from sub250.gateway import ApiKeys, GatewayLimits
+from sub250.sdk import RealtimeClient
+from sub250.server import Server
+from sub250.transport import websocket
+from sub250.transport.http import SOCKETS, build_app, runner_options
 
 pytestmark = pytest.mark.engines
 TEST_KEY = "sk-sub250-test-0123456789"
@@ -110,7 +110,7 @@ async def test_a_never_reading_client_loses_its_audio_then_is_closed_and_others_
                                                                                       monkeypatch, caplog):
     srv, app = small_server
     monkeypatch.setattr(websocket, "PING_INTERVAL_S", 600.0)
-    caplog.set_level(logging.INFO, logger="app.transport.websocket")
+    caplog.set_level(logging.INFO, logger="sub250.transport.websocket")
     url = f"ws://127.0.0.1:{srv.port}/v1/realtime"
     utts = [Utterance(f"q{i}", speak(q), q, "synthetic") for i, q in enumerate(QUESTIONS)]
     normal = RealtimeClient(url, TEST_KEY)

@@ -64,7 +64,7 @@ async def test_a_spoken_order_question_calls_the_tool_and_speaks_the_status_from
 async def test_the_same_turn_over_webrtc_with_the_tools_answering_on_the_data_channel(server, order_question):
     import asyncpg
 
-    from app.sdk.tools import ToolSet
+    from sub250.sdk.tools import ToolSet
     from tests.e2e.test_webrtc import RTCClient
 
     pool = await asyncpg.create_pool(server.stack.dsn, min_size=1, max_size=2)

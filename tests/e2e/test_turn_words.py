@@ -20,7 +20,7 @@ import pytest_asyncio
 import soundfile as sf
 from prometheus_client import REGISTRY
 
-from app.sdk import RealtimeClient
+from sub250.sdk import RealtimeClient
 from tests.conftest import TEST_KEY, TEST_ORIGIN
 from tests.e2e.test_hold_open import _quiet_run, spoken_turn
 
@@ -34,10 +34,10 @@ def _counter(name: str) -> float:
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def words_server(server):
     """A server over the test server's engines (no second load) whose sessions run cpu-base-words's tuning."""
-    from app.gateway import ApiKeys, GatewayLimits
-    from app.bench import lab
-    from app.profiles import load_profile
-    from app.server import Server
+    from sub250.gateway import ApiKeys, GatewayLimits
+    from sub250.bench import lab
+    from sub250.profiles import load_profile
+    from sub250.server import Server
 
     srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(origins=(TEST_ORIGIN,)))
     await srv.listen()

@@ -6,8 +6,8 @@ import urllib.request
 import pytest
 from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-from app.bench.probe import metric_sum, parse_metrics
-from app.sdk import RealtimeClient
+from sub250.bench.probe import metric_sum, parse_metrics
+from sub250.sdk import RealtimeClient
 from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines

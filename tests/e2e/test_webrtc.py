@@ -207,7 +207,7 @@ async def test_barge_in_over_webrtc(server, speak, stack):
     track (output_audio_buffer.cleared), the engine request aborted, and the next turn goes on."""
     from aiortc import RTCPeerConnection, RTCSessionDescription
 
-    from app.transport.webrtc import ReplyTrack
+    from sub250.transport.webrtc import ReplyTrack
 
     # the question is typed: spoken, a rendering Whisper mishears ("how the war into works") gets a one-sentence
     # reply that may be over before the barge-in (the WebSocket barge-in test's failure, 9ca8d82)

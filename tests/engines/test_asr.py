@@ -10,7 +10,7 @@ import jiwer
 import pytest
 from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-from app.audio.pcm import load_audio
+from sub250.audio.pcm import load_audio
 
 pytestmark = pytest.mark.engines
 
@@ -42,8 +42,8 @@ async def test_silence_gives_no_words(stack):
 
 async def test_cut_window_is_faster_and_still_hears_speech(stack):
     """The short encoder window (profile [asr] window = "audio", the default profile's) against Whisper's 30 s."""
-    from app.asr.whisper import WhisperASR
-    from app.audio.pcm import pcm16_to_float32, resample
+    from sub250.asr.whisper import WhisperASR
+    from sub250.audio.pcm import pcm16_to_float32, resample
 
     chunks = await asyncio.to_thread(lambda: list(stack.tts.synthesize("Please replace the filter every nine months.")))
     audio = resample(pcm16_to_float32(b"".join(c.pcm16 for c in chunks)), chunks[0].sample_rate, 16000)
@@ -57,7 +57,7 @@ async def test_cut_window_is_faster_and_still_hears_speech(stack):
     assert short.compute_seconds < full.compute_seconds
     # both windows report how sure the model was: clear speech passes the interruption check's confidence test
     # (app/session/interruption.py) on either, with a mean token log-probability of a few tenths below zero
-    from app.session.interruption import InterruptionOptions, takes_the_turn
+    from sub250.session.interruption import InterruptionOptions, takes_the_turn
 
     print(f"avg_logprob cut {short.avg_logprob:.3f}, 30 s {full.avg_logprob:.3f}; "
           f"no_speech cut {short.no_speech_prob:.3f}, 30 s {full.no_speech_prob:.3f}")

@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from app.llm import LLMRequest
+from sub250.llm import LLMRequest
 
 pytestmark = pytest.mark.engines
 
@@ -33,9 +33,9 @@ async def test_streams_text_with_speculative_decoding_counters(llm):
 
 async def test_answer_is_grounded_in_the_prompt(llm):
     """The product's own prompt template with a passage of the sample knowledge base."""
-    from app.llm.prompt import build_messages
-    from app.protocol.session_config import DEFAULT_INSTRUCTIONS
-    from app.rag.kb import SAMPLE_KB, read_folder
+    from sub250.llm.prompt import build_messages
+    from sub250.protocol.session_config import DEFAULT_INSTRUCTIONS
+    from sub250.rag.kb import SAMPLE_KB, read_folder
 
     passage = next(p for d in read_folder(SAMPLE_KB) for p in d.passages if p.title == "When to Replace the Filter")
     msgs = build_messages(DEFAULT_INSTRUCTIONS, "How often do I need to buy a new filter?", [passage], [],

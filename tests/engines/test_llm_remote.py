@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from app.errors import EngineError
-from app.llm import LLMRequest
-from app.llm.openai_remote import OpenAIRemoteEngine
+from sub250.errors import EngineError
+from sub250.llm import LLMRequest
+from sub250.llm.openai_remote import OpenAIRemoteEngine
 
 pytestmark = pytest.mark.engines
 

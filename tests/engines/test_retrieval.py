@@ -55,8 +55,8 @@ async def test_hybrid_search_fuses_words_and_vectors_in_one_query_and_takes_any_
 
 
 async def test_reingest_is_idempotent(stack):
-    from app.rag.ingest import ingest_folder
-    from app.rag.kb import SAMPLE_KB
+    from sub250.rag.ingest import ingest_folder
+    from sub250.rag.kb import SAMPLE_KB
 
     before = await stack.store.count()
     report = await ingest_folder(SAMPLE_KB, stack.store, stack.embedder, model_id=stack.embedding_model_id)
@@ -65,7 +65,7 @@ async def test_reingest_is_idempotent(stack):
 
 
 async def test_changed_file_is_replaced_and_removed_file_pruned(stack, tmp_path):
-    from app.rag.ingest import ingest_folder
+    from sub250.rag.ingest import ingest_folder
 
     kb = tmp_path / "kb"
     kb.mkdir()
@@ -77,7 +77,7 @@ async def test_changed_file_is_replaced_and_removed_file_pruned(stack, tmp_path)
     r2 = await ingest_folder(kb, stack.store, stack.embedder, model_id=stack.embedding_model_id)
     assert r2.chunks == 2 and await stack.store.count() == before + 2
     # Prune against the sample folder again: the extra document goes, the sample stays.
-    from app.rag.kb import SAMPLE_KB
+    from sub250.rag.kb import SAMPLE_KB
 
     r3 = await ingest_folder(SAMPLE_KB, stack.store, stack.embedder, model_id=stack.embedding_model_id, prune=True)
     assert r3.removed == ["zz-extra.md"]
@@ -85,10 +85,10 @@ async def test_changed_file_is_replaced_and_removed_file_pruned(stack, tmp_path)
 
 
 async def test_a_kb_s_about_is_stored_at_ingest_and_a_bad_one_stops_it(stack, tmp_path):
-    from app.errors import ConfigError
-    from app.rag.about import About, read_about
-    from app.rag.ingest import ingest_folder
-    from app.rag.kb import SAMPLE_KB
+    from sub250.errors import ConfigError
+    from sub250.rag.about import About, read_about
+    from sub250.rag.ingest import ingest_folder
+    from sub250.rag.kb import SAMPLE_KB
 
     halden = read_about(SAMPLE_KB)
     assert await stack.store.about() == (halden.company, halden.scope)  # the test stack's ingest stored it

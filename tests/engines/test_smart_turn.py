@@ -5,11 +5,11 @@ is what scripts/bench_endpointing.py measures, so it is printed here, not assert
 import numpy as np
 import pytest
 
-from app.audio.pcm import pcm16_to_float32, resample
-from app.audio.rates import ASR_RATE
-from app.audio.smart_turn import SmartTurn
-from app.modelstore import prepare
-from app.profiles import load_profile
+from sub250.audio.pcm import pcm16_to_float32, resample
+from sub250.audio.rates import ASR_RATE
+from sub250.audio.smart_turn import SmartTurn
+from sub250.modelstore import prepare
+from sub250.profiles import load_profile
 
 pytestmark = pytest.mark.engines
 
@@ -27,7 +27,7 @@ def engine(settings):
 
 @pytest.fixture(scope="module")
 def question(settings):
-    from app.tts.piper import PiperTTS
+    from sub250.tts.piper import PiperTTS
 
     profile = load_profile("cpu-base")
     m = prepare(profile, settings.models_dir, stages=("tts",))["tts"]

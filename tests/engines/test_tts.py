@@ -24,7 +24,7 @@ async def test_two_sentences_give_two_chunks(stack):
 
 async def test_tts_speech_is_understood_by_asr(stack):
     """Loop-back: what Piper says, Whisper hears (both real engines)."""
-    from app.audio.pcm import pcm16_to_float32, resample
+    from sub250.audio.pcm import pcm16_to_float32, resample
 
     text = "Please unplug the purifier before you open the filter door."
     chunks = await asyncio.to_thread(lambda: list(stack.tts.synthesize(text)))

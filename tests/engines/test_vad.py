@@ -3,9 +3,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from app.audio.pcm import pcm16_to_float32, resample
-from app.audio.rates import ASR_RATE
-from app.audio.vad import SileroVAD, WINDOW
+from sub250.audio.pcm import pcm16_to_float32, resample
+from sub250.audio.rates import ASR_RATE
+from sub250.audio.vad import SileroVAD, WINDOW
 
 pytestmark = pytest.mark.engines
 

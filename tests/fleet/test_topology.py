@@ -15,10 +15,10 @@ import urllib.request
 
 import pytest
 
-from app.fleet import LocalFleet
-from app.sdk import RealtimeClient
-from app.sdk.client import ConnectionLost
-from app.server import DRAIN_CLOSE_CODE
+from sub250.fleet import LocalFleet
+from sub250.sdk import RealtimeClient
+from sub250.sdk.client import ConnectionLost
+from sub250.server import DRAIN_CLOSE_CODE
 from tests.e2e.helpers import LLM_ANSWERS
 
 pytestmark = pytest.mark.engines
@@ -128,7 +128,7 @@ async def test_the_knowledge_base_is_shared(fleet, tmp_path):
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "fleet-drill.md").write_text(FACT_DOC)
-    await fleet.ingest(kb)  # `python -m app ingest` against the fleet's one database
+    await fleet.ingest(kb)  # `python -m sub250 ingest` against the fleet's one database
     opened = await one_session_per_replica(fleet)
     clients = list(opened.values())
     try:

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from app.config import Settings
-from app.errors import ConfigError
+from sub250.config import Settings
+from sub250.errors import ConfigError
 
 
 def test_defaults_and_env_overrides():

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.asr.base import ASREngine, Need
-from app.engine import ThreadedEngine
-from app.errors import ConfigError
+from sub250.asr.base import ASREngine, Need
+from sub250.engine import ThreadedEngine
+from sub250.errors import ConfigError
 
 
 class Engine(ThreadedEngine):
@@ -194,8 +194,8 @@ async def test_arrival_scheduling_serves_in_turn_whatever_the_need():
 
 
 def test_whisper_scheduling_is_need_or_arrival():
-    from app.asr.whisper import WhisperASR
-    from app.errors import ConfigError
+    from sub250.asr.whisper import WhisperASR
+    from sub250.errors import ConfigError
 
     assert WhisperASR("model", {}).scheduling == "need"
     assert WhisperASR("model", {"scheduling": "arrival"}).scheduling == "arrival"
@@ -208,8 +208,8 @@ def test_whisper_scheduling_is_need_or_arrival():
 
 
 def test_whisper_beams_final_transcripts_with_final_beam_size_else_beam_size():
-    from app.asr.whisper import WhisperASR
-    from app.errors import ConfigError
+    from sub250.asr.whisper import WhisperASR
+    from sub250.errors import ConfigError
 
     asr = WhisperASR("model", {})
     assert (asr.beam_size, asr.final_beam_size) == (1, 1)
@@ -324,7 +324,7 @@ async def test_a_failed_batch_fails_every_final_in_it():
 
 
 def test_whisper_max_batch_is_a_small_whole_number_and_batches_only_the_cut_window():
-    from app.asr.whisper import WhisperASR
+    from sub250.asr.whisper import WhisperASR
 
     assert WhisperASR("model", {}).max_batch == 1
     assert WhisperASR("model", {"max_batch": 4}).max_batch == 4

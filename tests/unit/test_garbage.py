@@ -3,7 +3,7 @@ import gc
 
 import pytest
 
-from app.garbage import GarbageCollector, freeze_loaded
+from sub250.garbage import GarbageCollector, freeze_loaded
 
 
 class Node:

@@ -1,8 +1,8 @@
 import pytest
 from multidict import CIMultiDict
 
-from app.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter, extract_key, select_subprotocol
-from app.gateway.admission import host_name
+from sub250.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter, extract_key, select_subprotocol
+from sub250.gateway.admission import host_name
 
 
 def test_keys_are_checked_and_extracted_from_each_carrier(tmp_path):
@@ -89,7 +89,7 @@ def test_message_size_rate_and_audio_rate():
 
 
 def test_client_secrets_open_sessions_until_they_expire():
-    from app.gateway.auth import ApiKeys
+    from sub250.gateway.auth import ApiKeys
 
     keys = ApiKeys(["sk-sub250-alpha-000000000000"])
     owner = keys.authenticate("sk-sub250-alpha-000000000000")
@@ -114,7 +114,7 @@ def test_client_secrets_open_sessions_until_they_expire():
 
 
 def test_a_secrets_session_is_kept_by_the_server_until_it_expires():
-    from app.gateway.auth import ApiKeys, Principal
+    from sub250.gateway.auth import ApiKeys, Principal
 
     keys = ApiKeys(["sk-x"])
     token, exp = keys.mint(Principal("abc"), 60, now=1000.0, session={"instructions": "hi"})
@@ -128,7 +128,7 @@ def test_a_secrets_session_is_kept_by_the_server_until_it_expires():
 
 
 def test_rate_limits_say_the_burst_what_is_left_and_when_it_is_full_again():
-    from app.gateway import GatewayLimits, KeyLimiter
+    from sub250.gateway import GatewayLimits, KeyLimiter
 
     limiter = KeyLimiter(GatewayLimits(messages_per_s=10.0))
     (requests,) = limiter.rate_limits("k")  # the API's names only: requests (no token limit here)
@@ -143,8 +143,8 @@ def test_rate_limits_say_the_burst_what_is_left_and_when_it_is_full_again():
 
 
 def test_secrets_with_a_session_are_bounded(monkeypatch):
-    from app.gateway import auth
-    from app.gateway.auth import ApiKeys, Principal, TooManySecrets
+    from sub250.gateway import auth
+    from sub250.gateway.auth import ApiKeys, Principal, TooManySecrets
 
     monkeypatch.setattr(auth, "MAX_SECRET_SESSIONS", 2)
     keys = ApiKeys(["sk-x"])

@@ -10,8 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from app import cli, logs
-from app.errors import ConfigError
+from sub250 import cli, logs
+from sub250.errors import ConfigError
 from tests.unit.session.fakes import FakeLLM, feed, make_session, silence, speech, wait_for
 
 

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from app.bench import lab
-from app.errors import ModelError
-from app.modelstore import prepare, resolve_source
-from app.profiles import Profile, load_profile
+from sub250.bench import lab
+from sub250.errors import ModelError
+from sub250.modelstore import prepare, resolve_source
+from sub250.profiles import Profile, load_profile
 
 
 def _profile(tmp_path: Path, **stages) -> Profile:

@@ -2,7 +2,7 @@ import asyncio
 
 import pytest
 
-from app import native_memory
+from sub250 import native_memory
 
 
 def test_zero_keeps_glibcs_default_and_a_cap_is_applied_on_glibc():
@@ -53,7 +53,7 @@ def test_jemalloc_is_preloaded_once_when_installed_and_wanted():
 
 
 def test_glibc_or_a_missing_jemalloc_keep_the_process_as_it_is():
-    from app.errors import ConfigError
+    from sub250.errors import ConfigError
 
     assert native_memory.jemalloc_environ("glibc", {}, _find) is None
     assert native_memory.jemalloc_environ("auto", {}, lambda lib: None) is None

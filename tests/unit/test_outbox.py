@@ -1,7 +1,7 @@
 import asyncio
 import json
 
-from app.transport.outbox import Outbox
+from sub250.transport.outbox import Outbox
 
 
 async def test_outbox_writes_in_order_reports_sent_and_purges_by_tag():

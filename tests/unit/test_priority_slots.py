@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from app.priority_slots import PrioritySlots
+from sub250.priority_slots import PrioritySlots
 
 
 async def hold(lock, urgency, order, name, leave_free=0, until=None):

@@ -1,10 +1,10 @@
 import pytest
 
-from app.bench import lab
-from app.errors import ConfigError
-from app.profile_keys import STAGE_KEYS
-from app.profiles import PROFILES_DIR, available_profiles, load_profile
-from app.session.tuning import PipelineTuning
+from sub250.bench import lab
+from sub250.errors import ConfigError
+from sub250.profile_keys import STAGE_KEYS
+from sub250.profiles import PROFILES_DIR, available_profiles, load_profile
+from sub250.session.tuning import PipelineTuning
 
 DEPLOYABLE = {"cpu-base", "cpu-gemma", "gpu-8b", "remote-vllm"}
 
@@ -89,7 +89,7 @@ def test_the_interruption_checks_confidence_test_is_on_for_whisper_base_only():
 
 
 def test_cpu_base_searches_two_beams_for_final_transcripts_and_its_comparison_profiles_differ_in_one_option():
-    from app.asr.whisper import WhisperASR
+    from sub250.asr.whisper import WhisperASR
 
     beams = {n: (lambda a: (a.beam_size, a.final_beam_size))(WhisperASR("unused", load_profile(lab.profile(n)).stage("asr")))
              for n in ("cpu-base", "cpu-base-greedy-final", "cpu-tiny")}

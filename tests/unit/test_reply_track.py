@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from app.transport.webrtc import ReplyTrack
+from sub250.transport.webrtc import ReplyTrack
 
 pytestmark = pytest.mark.asyncio
 

@@ -5,7 +5,7 @@ import gc
 import logging
 import weakref
 
-from app.tasks import TaskSet
+from sub250.tasks import TaskSet
 
 
 async def test_spawn_keeps_a_strong_reference_until_the_task_ends():
@@ -44,11 +44,11 @@ async def test_a_failed_task_is_logged_with_its_exception(caplog):
     async def boom():
         raise ValueError("the partial blew up")
 
-    with caplog.at_level(logging.ERROR, logger="app.tasks"):
+    with caplog.at_level(logging.ERROR, logger="sub250.tasks"):
         task = tasks.spawn(boom())
         await asyncio.wait([task])
         await asyncio.sleep(0)
-    failed = [r for r in caplog.records if r.name == "app.tasks" and r.levelno == logging.ERROR]
+    failed = [r for r in caplog.records if r.name == "sub250.tasks" and r.levelno == logging.ERROR]
     assert len(failed) == 1
     assert isinstance(failed[0].exc_info[1], ValueError) and "the partial blew up" in str(failed[0].exc_info[1])
     assert len(tasks) == 0
@@ -63,13 +63,13 @@ async def test_cancelled_and_successful_tasks_are_not_logged(caplog):
     async def fine():
         return 1
 
-    with caplog.at_level(logging.DEBUG, logger="app.tasks"):
+    with caplog.at_level(logging.DEBUG, logger="sub250.tasks"):
         a, b = tasks.spawn(forever()), tasks.spawn(fine())
         await asyncio.sleep(0)
         a.cancel()
         await asyncio.wait([a, b])
         await asyncio.sleep(0)
-    assert [r for r in caplog.records if r.name == "app.tasks"] == []
+    assert [r for r in caplog.records if r.name == "sub250.tasks"] == []
     assert len(tasks) == 0
 
 
@@ -101,7 +101,7 @@ async def test_cancel_all_with_failing_and_finished_tasks_does_not_raise(caplog)
     async def fine():
         return 1
 
-    with caplog.at_level(logging.ERROR, logger="app.tasks"):
+    with caplog.at_level(logging.ERROR, logger="sub250.tasks"):
         tasks.spawn(boom())
         tasks.spawn(fine())
         await tasks.cancel_all()

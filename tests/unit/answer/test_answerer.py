@@ -4,13 +4,13 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from app.answer.answerer import BORDERLINE_HINT, Answerer
-from app.answer.extract import SentencePicker
-from app.answer.policy import DECLINE_TEXT, AnswerPolicy
-from app.errors import ConfigError
-from app.metrics.timeline import TurnTimeline
-from app.session.stages import Retrieved, build_prompt, generate
-from app.session.tuning import PipelineTuning
+from sub250.answer.answerer import BORDERLINE_HINT, Answerer
+from sub250.answer.extract import SentencePicker
+from sub250.answer.policy import DECLINE_TEXT, AnswerPolicy
+from sub250.errors import ConfigError
+from sub250.metrics.timeline import TurnTimeline
+from sub250.session.stages import Retrieved, build_prompt, generate
+from sub250.session.tuning import PipelineTuning
 from tests.unit.answer.test_extract import GLANCE, Embed, bag
 from tests.unit.session.fakes import FakeLLM
 
@@ -126,8 +126,8 @@ async def test_grounding_turned_off_sends_every_question_to_the_model_with_the_p
 
 
 async def test_the_idle_nudge_is_the_fixed_text_when_extractive_and_the_models_otherwise():
-    from app.answer.answerer import IDLE, IDLE_HINT, IDLE_PROMPT
-    from app.answer.policy import IDLE_TEXT
+    from sub250.answer.answerer import IDLE, IDLE_HINT, IDLE_PROMPT
+    from sub250.answer.policy import IDLE_TEXT
 
     llm = FakeLLM()
     build = functools.partial(build_prompt, llm, PipelineTuning())
@@ -144,7 +144,7 @@ async def test_the_idle_nudge_is_the_fixed_text_when_extractive_and_the_models_o
 
 
 async def test_a_question_with_a_word_the_kb_never_uses_needs_the_closer_passage():
-    from app.rag.vocabulary import Vocabulary
+    from sub250.rag.vocabulary import Vocabulary
 
     llm = FakeLLM()
     build = functools.partial(build_prompt, llm, PipelineTuning())
@@ -178,7 +178,7 @@ def test_bad_answer_settings_are_a_config_error(cfg):
 
 async def test_a_heard_question_is_not_held_to_the_unfamiliar_gate():
     """A transcript's unknown word may be Whisper's mis-hearing of a name: only typed questions get that gate."""
-    from app.rag.vocabulary import Vocabulary
+    from sub250.rag.vocabulary import Vocabulary
 
     llm = FakeLLM()
     answerer = Answerer(AnswerPolicy(mode="extractive", min_score=0.3, min_score_unfamiliar=0.5),

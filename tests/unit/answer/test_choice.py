@@ -1,13 +1,13 @@
 import functools
 from dataclasses import dataclass
 
-from app.answer.answerer import Answerer
-from app.answer.choice import CHOICE_HINT, ChoiceReader, candidates, prompt_hint
-from app.answer.extract import SentencePicker
-from app.answer.policy import DECLINE_TEXT, AnswerPolicy
-from app.metrics.timeline import TurnTimeline
-from app.session.stages import Retrieved, build_prompt, generate
-from app.session.tuning import PipelineTuning
+from sub250.answer.answerer import Answerer
+from sub250.answer.choice import CHOICE_HINT, ChoiceReader, candidates, prompt_hint
+from sub250.answer.extract import SentencePicker
+from sub250.answer.policy import DECLINE_TEXT, AnswerPolicy
+from sub250.metrics.timeline import TurnTimeline
+from sub250.session.stages import Retrieved, build_prompt, generate
+from sub250.session.tuning import PipelineTuning
 from tests.unit.answer.test_extract import Embed, bag
 from tests.unit.session.fakes import FakeLLM
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from app.answer.extract import SentencePicker, split_sentences
+from sub250.answer.extract import SentencePicker, split_sentences
 from tests.unit import bags
 
 VOCAB = ["cost", "dollars", "filter", "months", "loud", "decibels", "tabs", "shell", "store", "weigh"]
@@ -79,7 +79,7 @@ async def test_nothing_to_pick_is_none(passages):
 
 
 def test_subject_words_meet_across_endings_and_fillers_do_not_count():
-    from app.answer.extract import content_stems, lexical_overlap
+    from sub250.answer.extract import content_stems, lexical_overlap
 
     q = content_stems("um, so how much does the Aero weigh?")
     assert q == {"aero", "weigh"}

@@ -1,6 +1,6 @@
 import pytest
 
-from app.answer.loops import find_loop
+from sub250.answer.loops import find_loop
 
 
 @pytest.mark.parametrize("text", [

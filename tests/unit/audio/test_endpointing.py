@@ -1,6 +1,6 @@
 """The endpointer: VAD probabilities per window in, speech started / paused / resumed / stopped out."""
 
-from app.audio.endpointing import Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
+from sub250.audio.endpointing import Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped
 
 
 def feed(ep, probs):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from app.audio.formats import PCM_IN, PCM_OUT, PCMA, PCMU, ReplyEncoder
-from app.audio.rates import OUTPUT_RATE
+from sub250.audio.formats import PCM_IN, PCM_OUT, PCMA, PCMU, ReplyEncoder
+from sub250.audio.rates import OUTPUT_RATE
 
 ALL_PCM16 = np.arange(-32768, 32768, dtype="<i2")
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from app.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32, resample
+from sub250.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32, resample
 
 
 def test_pcm16_round_trip():

@@ -4,10 +4,10 @@ stage's model file resolved and checked like the embedder's (no model is run her
 import numpy as np
 import pytest
 
-from app.audio.smart_turn import N_FRAMES, N_MELS, N_SAMPLES, SmartTurn, features, last_window
-from app.errors import ModelError
-from app.modelstore import prepare
-from app.profiles import Profile, load_profile
+from sub250.audio.smart_turn import N_FRAMES, N_MELS, N_SAMPLES, SmartTurn, features, last_window
+from sub250.errors import ModelError
+from sub250.modelstore import prepare
+from sub250.profiles import Profile, load_profile
 
 RATE = 16_000
 
@@ -102,7 +102,7 @@ def test_corrupt_turn_model_is_detected(tmp_path):
 
 
 def test_turn_stage_is_optional_only_when_not_asked_for(tmp_path, monkeypatch):
-    from app import modelstore
+    from sub250 import modelstore
 
     seen = []
     fakes = {s: (lambda cfg, d, f, s=s: seen.append(s) or {"model": s}) for s in modelstore._PREPARERS}

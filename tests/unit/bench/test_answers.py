@@ -3,8 +3,8 @@ it names (so a right answer is possible from that passage alone)."""
 
 import pytest
 
-from app.bench import answers as A
-from app.rag.kb import SAMPLE_KB, read_folder
+from sub250.bench import answers as A
+from sub250.rag.kb import SAMPLE_KB, read_folder
 
 QUESTIONS = A.load_questions()
 

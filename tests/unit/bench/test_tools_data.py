@@ -5,8 +5,8 @@ import json
 
 import jsonschema
 
-from app.bench.tools import DATA, REPO, load_requests, load_tools, score, summarize
-from app.sdk.tools import ToolSet
+from sub250.bench.tools import DATA, REPO, load_requests, load_tools, score, summarize
+from sub250.sdk.tools import ToolSet
 
 
 def test_the_requests_name_real_tools_with_arguments_their_schemas_accept():

@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from app.fleet import haproxy
+from sub250.fleet import haproxy
 
 SERVERS = [("replica-1", "127.0.0.1", 9101), ("replica-2", "127.0.0.1", 9102)]
 

@@ -2,8 +2,8 @@
 
 import json
 
-from app.fleet import vllm_server
-from app.profiles import load_profile
+from sub250.fleet import vllm_server
+from sub250.profiles import load_profile
 
 
 def test_the_command_carries_the_profiles_engine_settings():

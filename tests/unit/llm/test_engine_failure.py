@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.errors import EngineError
-from app.llm import vllm_local
-from app.llm.base import LLMRequest
-from app.llm.vllm_local import VLLMLocalEngine
+from sub250.errors import EngineError
+from sub250.llm import vllm_local
+from sub250.llm.base import LLMRequest
+from sub250.llm.vllm_local import VLLMLocalEngine
 
 
 class FakeAsyncLLM:

@@ -7,8 +7,8 @@ import httpx
 import pytest
 from openai import AsyncOpenAI
 
-from app.llm.base import LLMRequest
-from app.llm.openai_remote import OpenAIRemoteEngine
+from sub250.llm.base import LLMRequest
+from sub250.llm.openai_remote import OpenAIRemoteEngine
 
 SSE = ('data: {"id":"c","object":"chat.completion.chunk","created":0,"model":"m","choices":[{"index":0,'
        '"delta":{"content":"{}"},"finish_reason":null}]}\n\n'

@@ -1,6 +1,6 @@
 from types import SimpleNamespace
 
-from app.llm.prompt import build_messages
+from sub250.llm.prompt import build_messages
 
 
 def P(title, content):

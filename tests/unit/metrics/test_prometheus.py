@@ -15,16 +15,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from websockets.asyncio.client import connect
 
-from app.bench.probe import metric_sum, parse_metrics
-from app.gateway import ApiKeys, GatewayLimits, KeyLimiter, Principal
-from app.metrics import prometheus
-from app.metrics.prometheus import ReplicaLabelled, exposition
-from app.metrics.timeline import TurnTimeline
-from app.protocol import ProtocolError, server_event
-from app.server import Server
-from app.transport import dispatch, websocket
-from app.transport.outbox import Outbox
-from app.transport.webrtc import WebRTCCall, open_call
+from sub250.bench.probe import metric_sum, parse_metrics
+from sub250.gateway import ApiKeys, GatewayLimits, KeyLimiter, Principal
+from sub250.metrics import prometheus
+from sub250.metrics.prometheus import ReplicaLabelled, exposition
+from sub250.metrics.timeline import TurnTimeline
+from sub250.protocol import ProtocolError, server_event
+from sub250.server import Server
+from sub250.transport import dispatch, websocket
+from sub250.transport.outbox import Outbox
+from sub250.transport.webrtc import WebRTCCall, open_call
 
 TEST_KEY = "sk-sub250-unit-000000000000"
 AUTH = {"Authorization": f"Bearer {TEST_KEY}"}

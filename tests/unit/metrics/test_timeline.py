@@ -1,6 +1,6 @@
 import pytest
 
-from app.metrics.timeline import MARKS, TurnTimeline
+from sub250.metrics.timeline import MARKS, TurnTimeline
 
 MS = 1_000_000
 

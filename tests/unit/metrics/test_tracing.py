@@ -8,10 +8,10 @@ import pytest
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from app.config import Settings
-from app.errors import ConfigError
-from app.metrics import tracing
-from app.metrics.timeline import TurnTimeline
+from sub250.config import Settings
+from sub250.errors import ConfigError
+from sub250.metrics import tracing
+from sub250.metrics.timeline import TurnTimeline
 from tests.unit.session.fakes import feed, make_session, silence, speech, wait_until
 
 MS = 1_000_000

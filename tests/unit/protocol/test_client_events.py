@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from app.protocol import (
+from sub250.protocol import (
     MAX_AUDIO_END_MS,
     MAX_CONTENT_PARTS,
     MAX_DEPTH,
@@ -18,7 +18,7 @@ from app.protocol import (
     parse_client_event,
     server_event,
 )
-from app.protocol.client_events import json_depth
+from sub250.protocol.client_events import json_depth
 
 
 def parse(obj):
@@ -258,7 +258,7 @@ def item_event(item):
 
 
 def test_function_call_items_are_typed():
-    from app.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
+    from sub250.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
 
     out = parse_client_event(item_event({"type": "function_call_output", "call_id": "call_1", "output": '{"ok":true}', "id": "i1"}))
     assert out.item == FunctionCallOutputItem("call_1", '{"ok":true}', "i1")
@@ -359,7 +359,7 @@ def test_response_fields_we_ignore_are_still_type_checked(field, value):
 
 
 def test_response_tools_are_typed():
-    from app.protocol.tools import FunctionTool, ToolChoice
+    from sub250.protocol.tools import FunctionTool, ToolChoice
 
     opts = response(tools=[{"type": "function", "name": "lookup_order", "description": "Find an order.",
                             "parameters": {"type": "object", "properties": {"n": {"type": "string"}}}}],

@@ -14,8 +14,8 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from app.bench.frames import Raw, dumps
-from app.protocol import (
+from sub250.bench.frames import Raw, dumps
+from sub250.protocol import (
     MAX_DEPTH,
     ClientEvent,
     MessageItem,
@@ -25,7 +25,7 @@ from app.protocol import (
     TurnDetection,
     parse_client_event,
 )
-from app.protocol.client_events import CLIENT_EVENT_TYPES, FunctionCallItem, FunctionCallOutputItem, json_depth
+from sub250.protocol.client_events import CLIENT_EVENT_TYPES, FunctionCallItem, FunctionCallOutputItem, json_depth
 
 FUZZ = settings(max_examples=300, deadline=None, derandomize=True, database=None, print_blob=False,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from app.protocol import MAX_OUTPUT_TOKENS, MAX_TEXT_BYTES, ProtocolError, SessionConfig, TurnDetection, parse_client_event
-from app.protocol.tools import FunctionTool, ToolChoice
+from sub250.protocol import MAX_OUTPUT_TOKENS, MAX_TEXT_BYTES, ProtocolError, SessionConfig, TurnDetection, parse_client_event
+from sub250.protocol.tools import FunctionTool, ToolChoice
 
 
 def refused(session, cfg=SessionConfig()):
@@ -135,7 +135,7 @@ def test_include_asks_for_our_events_and_refuses_what_it_cannot_include():
 
 
 def test_g711_formats_are_taken_each_way_at_8_khz():
-    from app.audio.formats import PCM_IN, PCMA, PCMU
+    from sub250.audio.formats import PCM_IN, PCMA, PCMU
 
     cfg = SessionConfig(id="s").updated({"audio": {"input": {"format": {"type": "audio/pcmu"}},
                                                    "output": {"format": {"type": "audio/pcma", "rate": 8000}}}})
@@ -165,7 +165,7 @@ def test_semantic_vad_round_trips_in_the_ga_shape():
 
 
 def test_the_transcription_prompt_is_kept_and_said_back():
-    from app.protocol import SessionConfig
+    from sub250.protocol import SessionConfig
 
     c = SessionConfig().updated({"audio": {"input": {"transcription": {"model": "whisper-1", "prompt": "Halden Aero"}}}})
     assert c.transcription_prompt == "Halden Aero"

@@ -1,8 +1,8 @@
 import pytest
 
-from app.errors import ConfigError
-from app.rag.about import About, read_about
-from app.rag.kb import SAMPLE_KB
+from sub250.errors import ConfigError
+from sub250.rag.about import About, read_about
+from sub250.rag.kb import SAMPLE_KB
 
 
 def test_the_texts_name_the_company_and_the_scope_and_neither_without_them():

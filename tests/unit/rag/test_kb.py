@@ -1,4 +1,4 @@
-from app.rag.kb import SAMPLE_KB, parse_document, read_folder
+from sub250.rag.kb import SAMPLE_KB, parse_document, read_folder
 
 
 def test_sample_knowledge_base_has_over_100_unique_passages():

@@ -1,5 +1,5 @@
-from app.rag.lexical import LexicalIndex
-from app.rag.store import RetrievedPassage
+from sub250.rag.lexical import LexicalIndex
+from sub250.rag.store import RetrievedPassage
 
 
 def P(chunk_id, title, content):

@@ -5,9 +5,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from app.engine import ThreadedEngine
-from app.rag.query_cache import QueryCache, normalize
-from app.rag.retriever import Retriever
+from sub250.engine import ThreadedEngine
+from sub250.rag.query_cache import QueryCache, normalize
+from sub250.rag.retriever import Retriever
 
 
 def unit(*xs):

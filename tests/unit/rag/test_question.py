@@ -1,6 +1,6 @@
 import pytest
 
-from app.rag.question import clean_question
+from sub250.rag.question import clean_question
 
 
 @pytest.mark.parametrize("heard, searched", [

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from app.errors import ConfigError
-from app.rag.rerank import Reranker, RerankWeights
-from app.rag.store import RRF_K, RetrievedPassage
+from sub250.errors import ConfigError
+from sub250.rag.rerank import Reranker, RerankWeights
+from sub250.rag.store import RRF_K, RetrievedPassage
 from tests.unit import bags
 
 VOCAB = ["replace", "filter", "months", "warning", "clear", "light", "pairing", "code"]

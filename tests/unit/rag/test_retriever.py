@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from app.engine import ThreadedEngine
-from app.rag.retriever import RetrievalOptions, Retriever
-from app.rag.store import RetrievedPassage
+from sub250.engine import ThreadedEngine
+from sub250.rag.retriever import RetrievalOptions, Retriever
+from sub250.rag.store import RetrievedPassage
 
 
 class Embedder(ThreadedEngine):
@@ -71,9 +71,9 @@ async def test_the_reranker_orders_the_candidates_and_k_of_them_are_kept():
 def test_the_profile_s_retrieval_options_are_read_typed_and_checked():
     import pytest
 
-    from app.errors import ConfigError
-    from app.rag.rerank import RerankWeights
-    from app.rag.retriever import RetrievalOptions
+    from sub250.errors import ConfigError
+    from sub250.rag.rerank import RerankWeights
+    from sub250.rag.retriever import RetrievalOptions
 
     assert RetrievalOptions.from_stage({}) == RetrievalOptions()
     o = RetrievalOptions.from_stage({"hybrid": True, "hybrid_text_weight": 0.5, "clean_questions": True,

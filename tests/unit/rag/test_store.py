@@ -8,7 +8,7 @@ import asyncpg
 import numpy as np
 import pytest
 
-from app.rag.store import VectorStore
+from sub250.rag.store import VectorStore
 
 ROW = {"id": 1, "source": "product.md", "title": "Filters", "content": "Every nine months.", "distance": 0.25}
 

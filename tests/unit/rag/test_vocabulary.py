@@ -1,4 +1,4 @@
-from app.rag.vocabulary import Vocabulary
+from sub250.rag.vocabulary import Vocabulary
 
 KB = ["Halden Care+ Includes. Care+ members get a replacement filter and ten percent off accessories.",
       "Using Amazon Alexa. Say 'Alexa, turn on the purifier' once the Halden skill is linked."]
@@ -32,7 +32,7 @@ def test_a_short_word_meets_the_longer_kb_word_it_begins_and_a_plural_its_singul
 
 
 def test_subject_stems_are_the_words_compared_cut_to_five_letters_repeats_kept():
-    from app.rag.vocabulary import subject_stems
+    from sub250.rag.vocabulary import subject_stems
 
     assert subject_stems("Um, so how long does the FILTER last? The filters!") == ["filte", "last", "filte"]
     assert subject_stems("isn't it?") == []

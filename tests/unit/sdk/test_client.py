@@ -7,8 +7,8 @@ from websockets.asyncio.server import serve
 from websockets.http11 import Response
 from websockets.datastructures import Headers
 
-from app.sdk import SUB250_EVENTS, RealtimeClient
-from app.sdk.events import ServerEvent, TurnLatency
+from sub250.sdk import SUB250_EVENTS, RealtimeClient
+from sub250.sdk.events import ServerEvent, TurnLatency
 
 
 async def test_connect_waits_out_a_503_with_retry_after_then_opens():
@@ -80,6 +80,6 @@ async def test_connect_asks_for_the_sub250_events_it_reads_and_include_nothing_a
 
 
 def test_the_sdk_asks_for_every_extension_the_server_has():
-    from app.protocol.extensions import ALL
+    from sub250.protocol.extensions import ALL
 
     assert SUB250_EVENTS == ALL

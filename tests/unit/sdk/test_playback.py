@@ -6,8 +6,8 @@ import json
 
 from websockets.asyncio.server import serve
 
-from app.sdk import RealtimeClient
-from app.sdk.playback import Playback
+from sub250.sdk import RealtimeClient
+from sub250.sdk.playback import Playback
 
 MS = 1_000_000  # ns
 

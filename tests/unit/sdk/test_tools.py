@@ -5,7 +5,7 @@ import json
 
 import jsonschema
 
-from app.sdk.tools import ToolSet, tool_from_function
+from sub250.sdk.tools import ToolSet, tool_from_function
 
 
 def lookup_order(order_number: str, include_items: bool = False) -> dict:

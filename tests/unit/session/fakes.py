@@ -15,18 +15,18 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from app.asr.base import ASREngine, Need, Transcript
-from app.bench import lab
-from app.errors import EngineError
-from app.llm.base import TokenDelta
-from app.metrics.timeline import now_ns
-from app.profiles import load_profile
-from app.protocol import parse_client_event
-from app.protocol.extensions import ALL as ALL_EVENTS
-from app.protocol.events import encode_audio
-from app.rag.base import BaseRetriever, Retrieval
-from app.session.session import RealtimeSession
-from app.tts.base import AudioChunk, TTSEngine
+from sub250.asr.base import ASREngine, Need, Transcript
+from sub250.bench import lab
+from sub250.errors import EngineError
+from sub250.llm.base import TokenDelta
+from sub250.metrics.timeline import now_ns
+from sub250.profiles import load_profile
+from sub250.protocol import parse_client_event
+from sub250.protocol.extensions import ALL as ALL_EVENTS
+from sub250.protocol.events import encode_audio
+from sub250.rag.base import BaseRetriever, Retrieval
+from sub250.session.session import RealtimeSession
+from sub250.tts.base import AudioChunk, TTSEngine
 
 
 class FakeVADSession:
@@ -303,7 +303,7 @@ def make_session(llm=None, retriever=None, speculative=False, include=ALL_EVENTS
     """``include``: the client's ``session.include`` (default: every sub250 event, which the tests read)."""
     from dataclasses import replace
 
-    from app.protocol import SessionConfig
+    from sub250.protocol import SessionConfig
 
     stack = SimpleNamespace(profile=generative_profile(), vad_session=FakeVADSession(), asr=FakeASR(),
                             retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS(), picker=None,

@@ -1,6 +1,6 @@
 """Conversation: typed items in order, an index by id, what the model sees of each turn."""
 
-from app.session.conversation import Conversation, FunctionCall, FunctionOutput, Item
+from sub250.session.conversation import Conversation, FunctionCall, FunctionOutput, Item
 
 
 def convo(*items: Item) -> Conversation:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ConfigError
-from app.profiles import Profile
-from app.protocol import parse_client_event
-from app.session.tuning import PipelineTuning
+from sub250.errors import ConfigError
+from sub250.profiles import Profile
+from sub250.protocol import parse_client_event
+from sub250.session.tuning import PipelineTuning
 from tests.unit.session.fakes import FakeASR, feed, make_session, silence, speech, wait_for, wait_until
 from tests.unit.session.test_semantic_vad import SEMANTIC, FakeEndOfTurn
 

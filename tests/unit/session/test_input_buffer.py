@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from app.audio.rates import ASR_RATE, INPUT_RATE
-from app.audio.vad import WINDOW
-from app.session.input_buffer import InputBuffer
+from sub250.audio.rates import ASR_RATE, INPUT_RATE
+from sub250.audio.vad import WINDOW
+from sub250.session.input_buffer import InputBuffer
 
 
 def pcm(samples) -> bytes:

@@ -5,11 +5,11 @@ import asyncio
 
 import pytest
 
-from app.asr.base import Need, Transcript
-from app.audio.endpointing import WINDOW_MS
-from app.errors import ConfigError
-from app.protocol import parse_client_event
-from app.session.interruption import (Heard, InterruptionCheck, InterruptionOptions, Verdict, hear, takes_the_turn,
+from sub250.asr.base import Need, Transcript
+from sub250.audio.endpointing import WINDOW_MS
+from sub250.errors import ConfigError
+from sub250.protocol import parse_client_event
+from sub250.session.interruption import (Heard, InterruptionCheck, InterruptionOptions, Verdict, hear, takes_the_turn,
                                       words)
 from tests.unit.session.fakes import FakeLLM, feed, make_session, silence, speech, wait_for, wait_until
 

@@ -6,15 +6,15 @@ import threading
 
 import numpy as np
 
-from app.asr.base import Need
-from app.audio.endpointing import WINDOW_MS
-from app.audio.vad import WINDOW
-from app.metrics.timeline import now_ns
-from app.rag.query_cache import QueryCache
-from app.session.input_buffer import InputBuffer
-from app.session.listening import MIN_AHEAD_WORDS, PARTIAL_EVERY_MS, Listening
-from app.tasks import TaskSet
-from app.session.turn import UserTurn
+from sub250.asr.base import Need
+from sub250.audio.endpointing import WINDOW_MS
+from sub250.audio.vad import WINDOW
+from sub250.metrics.timeline import now_ns
+from sub250.rag.query_cache import QueryCache
+from sub250.session.input_buffer import InputBuffer
+from sub250.session.listening import MIN_AHEAD_WORDS, PARTIAL_EVERY_MS, Listening
+from sub250.tasks import TaskSet
+from sub250.session.turn import UserTurn
 from tests.unit.session.fakes import FakeASR, FakeRetriever, wait_until
 
 #: Windows of new speech that make a partial due.

@@ -2,7 +2,7 @@
 
 import pytest
 
-from app.session.output import ReplyOutput
+from sub250.session.output import ReplyOutput
 from tests.unit.session.fakes import RecordingTransport
 
 

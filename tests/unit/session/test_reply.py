@@ -12,16 +12,16 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.audio.rates import ASR_RATE
-from app.audio.vad import WINDOW
-from app.metrics.timeline import now_ns
-from app.session.conversation import Conversation, Item
-from app.session.output import ReplyOutput
-from app.session.reply import Reply, ReplyOptions, ReplyState
-from app.session.stats import SessionStats
-from app.tasks import TaskSet
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
+from sub250.audio.rates import ASR_RATE
+from sub250.audio.vad import WINDOW
+from sub250.metrics.timeline import now_ns
+from sub250.session.conversation import Conversation, Item
+from sub250.session.output import ReplyOutput
+from sub250.session.reply import Reply, ReplyOptions, ReplyState
+from sub250.session.stats import SessionStats
+from sub250.tasks import TaskSet
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
 from tests.unit.session.fakes import FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport, ToneTTS, wait_until
 
 QUESTION = "how often do I change the filter"
@@ -231,7 +231,7 @@ async def test_cancel_right_after_start_before_the_task_ran_still_ends_the_reply
 async def test_a_failing_engine_fails_the_reply_with_a_generic_error(caplog):
     llm = FakeLLM(fail=True, abort_on_close=False)
     r = build(llm=llm)
-    with caplog.at_level(logging.ERROR, logger="app.session.reply"):
+    with caplog.at_level(logging.ERROR, logger="sub250.session.reply"):
         await ended(r.reply)
     assert r.reply.state is ReplyState.FAILED and not r.reply.active
     errors = r.t.of("error")
@@ -510,7 +510,7 @@ async def test_truncate_after_the_audio_left_scales_by_all_of_the_reply_audio():
 async def test_a_declined_question_is_answered_with_the_fixed_text_and_no_engine_request():
     from dataclasses import replace
 
-    from app.answer.policy import DECLINE_TEXT, AnswerPolicy
+    from sub250.answer.policy import DECLINE_TEXT, AnswerPolicy
 
     llm = FakeLLM(abort_on_close=False)
     r = build(llm=llm, modalities=AUDIO, tuning=replace(PipelineTuning(), answer=AnswerPolicy(min_score=0.95)))
@@ -536,7 +536,7 @@ async def test_a_looping_reply_is_stopped_at_the_second_time_and_its_request_abo
 async def test_the_final_report_waits_for_the_turn_s_round_trip_measurement():
     from dataclasses import replace
 
-    from app.answer.policy import AnswerPolicy
+    from sub250.answer.policy import AnswerPolicy
 
     pong = asyncio.Event()
 

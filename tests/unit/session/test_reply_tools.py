@@ -5,17 +5,17 @@ import json
 from dataclasses import replace
 from types import SimpleNamespace
 
-from app.answer.policy import AnswerPolicy
-from app.metrics.timeline import now_ns
-from app.protocol.session_config import DEFAULT_INSTRUCTIONS
-from app.protocol.tools import ToolChoice, function_tool
-from app.session.conversation import Conversation, FunctionOutput, Item
-from app.session.output import ReplyOutput
-from app.session.reply import Reply, ReplyOptions, ReplyState
-from app.session.stats import SessionStats
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
-from app.tasks import TaskSet
+from sub250.answer.policy import AnswerPolicy
+from sub250.metrics.timeline import now_ns
+from sub250.protocol.session_config import DEFAULT_INSTRUCTIONS
+from sub250.protocol.tools import ToolChoice, function_tool
+from sub250.session.conversation import Conversation, FunctionOutput, Item
+from sub250.session.output import ReplyOutput
+from sub250.session.reply import Reply, ReplyOptions, ReplyState
+from sub250.session.stats import SessionStats
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
+from sub250.tasks import TaskSet
 from tests.unit.session.fakes import FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport
 
 LOOKUP = function_tool({"name": "lookup_order", "description": "Look up an order by its number.",

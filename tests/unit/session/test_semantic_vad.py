@@ -1,9 +1,9 @@
 """semantic_vad: the end-of-turn model is asked once a pause; "complete" ends the turn then, "not yet" waits
 for the cap (a fake model around the real session, endpointer and timings)."""
 
-from app.engine import ThreadedEngine
-from app.protocol import parse_client_event
-from app.session.turn_detection import EAGERNESS
+from sub250.engine import ThreadedEngine
+from sub250.protocol import parse_client_event
+from sub250.session.turn_detection import EAGERNESS
 from tests.unit.session.fakes import feed, make_session, silence, speech, wait_for
 
 

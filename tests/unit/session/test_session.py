@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from app.engine import ThreadedEngine
-from app.protocol import parse_client_event
+from sub250.engine import ThreadedEngine
+from sub250.protocol import parse_client_event
 from tests.unit.session.fakes import FakeLLM, FakePassage, FakeRetriever, feed, make_session, silence, speech, wait_for
 
 
@@ -88,8 +88,8 @@ async def test_pcm_audio_of_an_odd_length_is_refused_and_g711_of_any_length_take
 async def test_a_g711_session_hears_mu_law_and_answers_in_a_law_at_8_khz():
     import base64
 
-    from app.audio.formats import PCMA, PCMU
-    from app.audio.pcm import float32_to_pcm16, pcm16_to_float32, resample
+    from sub250.audio.formats import PCMA, PCMU
+    from sub250.audio.pcm import float32_to_pcm16, pcm16_to_float32, resample
 
     session, t, stack = make_session(speculative=False)
     await session.handle(parse_client_event(json.dumps({"type": "session.update", "session": {"audio": {
@@ -252,8 +252,8 @@ async def test_counters_on_a_scripted_sequence():
 async def test_retrieval_ahead_on_stable_partials_is_reused_at_the_commit():
     """Partials that repeat and grow are searched while the caller speaks; the committed question is then
     served by the query cache and the search is reported as retrieval_ahead, off the critical path."""
-    from app.rag.query_cache import QueryCache
-    from app.rag.retriever import Retriever
+    from sub250.rag.query_cache import QueryCache
+    from sub250.rag.retriever import Retriever
 
     class Embedder(ThreadedEngine):
         def embed_one(self, text):

@@ -8,18 +8,18 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from app.asr.base import Need
+from sub250.asr.base import Need
 
-from app.metrics.timeline import now_ns
-from app.protocol.session_config import SessionConfig
-from app.session.conversation import Conversation, Item
-from app.session.output import ReplyOutput
-from app.session.reply import Reply, ReplyOptions, ReplyState
-from app.session.speculation import Speculation
-from app.session.stats import SessionStats
-from app.tasks import TaskSet
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
+from sub250.metrics.timeline import now_ns
+from sub250.protocol.session_config import SessionConfig
+from sub250.session.conversation import Conversation, Item
+from sub250.session.output import ReplyOutput
+from sub250.session.reply import Reply, ReplyOptions, ReplyState
+from sub250.session.speculation import Speculation
+from sub250.session.stats import SessionStats
+from sub250.tasks import TaskSet
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
 from tests.unit.session.fakes import FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport
 
 

@@ -6,14 +6,14 @@ import threading
 import numpy as np
 import pytest
 
-from app.audio.rates import OUTPUT_RATE
-from app.audio.vad import WINDOW
-from app.llm.base import LLMRequest, TokenDelta
-from app.metrics.timeline import TurnTimeline, now_ns
-from app.session import stages
-from app.session.stages import AUDIO_DELTA_MS, Speaker
-from app.session.tuning import PipelineTuning
-from app.session.turn import UserTurn
+from sub250.audio.rates import OUTPUT_RATE
+from sub250.audio.vad import WINDOW
+from sub250.llm.base import LLMRequest, TokenDelta
+from sub250.metrics.timeline import TurnTimeline, now_ns
+from sub250.session import stages
+from sub250.session.stages import AUDIO_DELTA_MS, Speaker
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import UserTurn
 from tests.unit.session.fakes import FakeASR, FakeLLM, FakePassage, FakeRetriever, ToneTTS
 
 PIECE = OUTPUT_RATE * AUDIO_DELTA_MS // 1000 * 2  # bytes of one 100 ms piece
@@ -42,7 +42,7 @@ async def test_transcribe_a_window_or_more_asks_the_engine_then_marks():
 
 async def test_retrieve_with_a_failing_retriever_goes_on_without_context(caplog):
     turn = UserTurn.new("u")
-    with caplog.at_level("WARNING", logger="app.session.stages"):
+    with caplog.at_level("WARNING", logger="sub250.session.stages"):
         got = await stages.retrieve(FakeRetriever(fail=True), "q", turn)
     assert got.failed is True and got.passages == []
     tl = turn.timeline

@@ -1,6 +1,6 @@
 """The transcript cue's words: what a turn does not end on, and a transcript as it was said."""
 
-from app.session.turn_cue import as_said, ends_open
+from sub250.session.turn_cue import as_said, ends_open
 
 
 def test_as_said_drops_the_punctuation_whisper_ends_with_and_nothing_else():

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from app.errors import ConfigError
-from app.profiles import Profile
-from app.session.tuning import PipelineTuning
-from app.session.turn_cue import as_said
-from app.session.turn_words import TurnWords
+from sub250.errors import ConfigError
+from sub250.profiles import Profile
+from sub250.session.tuning import PipelineTuning
+from sub250.session.turn_cue import as_said
+from sub250.session.turn_words import TurnWords
 from tests.unit.session.fakes import FakeASR, feed, make_session, silence, speech, wait_for, wait_until
 
 FINISHED, UNFINISHED, OPEN = "Where is my order?", "Can I return a filter that I", "How far from the"

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from app.llm.base import TokenDelta
-from app.protocol.tools import FunctionTool, ToolChoice, function_tool
-from app.tools import ToolArgumentsError, ToolCall, ToolCaller, ToolPolicy
-from app.tools.prompt import NO_TOOL, call_schema, describe, signature
-from app.tools.selector import EmbeddingSelector, tool_text
+from sub250.llm.base import TokenDelta
+from sub250.protocol.tools import FunctionTool, ToolChoice, function_tool
+from sub250.tools import ToolArgumentsError, ToolCall, ToolCaller, ToolPolicy
+from sub250.tools.prompt import NO_TOOL, call_schema, describe, signature
+from sub250.tools.selector import EmbeddingSelector, tool_text
 
 LOOKUP = function_tool({"name": "lookup_order", "description": "Look up an order's status by its number.",
                         "parameters": {"type": "object", "properties": {"order_number": {"type": "string"}},
@@ -127,7 +127,7 @@ def test_signatures_and_texts_name_the_parameters():
 
 
 def test_a_policy_with_an_unknown_selector_or_absurd_numbers_is_refused():
-    from app.errors import ConfigError
+    from sub250.errors import ConfigError
 
     for bad in ({"selector": "magic"}, {"min_score": 2}, {"max_tokens": 1}):
         with pytest.raises(ConfigError):

@@ -1,4 +1,4 @@
-from app.tools.results import speakable
+from sub250.tools.results import speakable
 
 
 def test_prose_is_said_as_it_is_and_json_fields_one_sentence_each():

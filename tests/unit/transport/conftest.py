@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from app.gateway import ApiKeys, GatewayLimits
-from app.protocol import error_event, server_event
-from app.server import Server
-from app.transport import dispatch
+from sub250.gateway import ApiKeys, GatewayLimits
+from sub250.protocol import error_event, server_event
+from sub250.server import Server
+from sub250.transport import dispatch
 
 TEST_KEY = "sk-sub250-unit-000000000000"
 
@@ -35,7 +35,7 @@ class FakeSession:
 
     def configure(self, session: Any, event_id: str | None = None) -> None:
         if session.get("instructions") == 5:  # stands for a field the real session refuses
-            from app.protocol import ProtocolError
+            from sub250.protocol import ProtocolError
 
             raise ProtocolError("invalid_value", "'instructions' must be a string", param="session.instructions")
         self.configured.append(session)

@@ -8,7 +8,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
-from app.server import DRAIN_CLOSE_CODE
+from sub250.server import DRAIN_CLOSE_CODE
 
 from .test_front_door import AUTH, head_and_body, raw
 
@@ -113,7 +113,7 @@ def test_each_connection_is_closed_and_counted_once():
 
     from aiohttp import web
 
-    from app.transport import http
+    from sub250.transport import http
 
     app = web.Application()
     already, idle, busy = _Connection(idle=True, closing=True), _Connection(idle=True), _Connection(idle=False)

@@ -9,7 +9,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from app.transport import http
+from sub250.transport import http
 
 TEST_KEY = "sk-sub250-unit-000000000000"
 AUTH = {"Authorization": f"Bearer {TEST_KEY}"}
@@ -204,7 +204,7 @@ async def test_bad_sdp_bytes_and_internal_errors_get_generic_messages(make_serve
         raise RuntimeError("secret detail: /etc/passwd")
 
     srv.health = broken
-    with caplog.at_level(logging.ERROR, logger="app.transport.http"):
+    with caplog.at_level(logging.ERROR, logger="sub250.transport.http"):
         head, body = head_and_body(await raw(srv.port, b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                                        b"Connection: close\r\n\r\n"))
     assert head.startswith(b"HTTP/1.1 500") and body["error"]["code"] == "server_error"
@@ -271,7 +271,7 @@ async def test_a_client_secret_minted_with_a_session_opens_sessions_configured_w
 
 
 async def test_too_many_secrets_with_a_session_is_a_429_not_a_bad_expiry(make_server, monkeypatch):
-    from app.gateway import auth
+    from sub250.gateway import auth
 
     monkeypatch.setattr(auth, "MAX_SECRET_SESSIONS", 1)
     srv = await make_server()

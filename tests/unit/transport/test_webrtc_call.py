@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from aiortc.mediastreams import MediaStreamError
 
-from app.audio.rates import ASR_RATE, OUTPUT_RATE
-from app.gateway import GatewayLimits, KeyLimiter, Principal
-from app.protocol import server_event
-from app.transport.webrtc import WebRTCCall, pcm16_of
+from sub250.audio.rates import ASR_RATE, OUTPUT_RATE
+from sub250.gateway import GatewayLimits, KeyLimiter, Principal
+from sub250.protocol import server_event
+from sub250.transport.webrtc import WebRTCCall, pcm16_of
 
 
 class MicTrack:

@@ -11,8 +11,8 @@ import aiohttp
 import pytest
 from websockets.asyncio.client import connect
 
-from app.protocol import ProtocolError
-from app.transport import outbox, websocket
+from sub250.protocol import ProtocolError
+from sub250.transport import outbox, websocket
 
 TEST_KEY = "sk-sub250-unit-000000000000"
 AUTH = {"Authorization": f"Bearer {TEST_KEY}"}
@@ -222,8 +222,8 @@ def test_overflow_closes_with_a_clear_code(monkeypatch):
 
 
 def test_dispatch_errors_are_protocol_errors():
-    from app.gateway import GatewayLimits, KeyLimiter, Principal
-    from app.transport.dispatch import admit_message
+    from sub250.gateway import GatewayLimits, KeyLimiter, Principal
+    from sub250.transport.dispatch import admit_message
 
     limiter = KeyLimiter(GatewayLimits(max_event_bytes=10, burst=2, messages_per_s=0.001))
     who = Principal("k")

@@ -1,6 +1,6 @@
 """The sentence chunker: LLM deltas in, speakable chunks out (first clause first)."""
 
-from app.tts.chunker import SentenceChunker
+from sub250.tts.chunker import SentenceChunker
 
 
 def test_chunker_splits_sentences_as_they_complete():
@@ -48,7 +48,7 @@ def test_a_short_first_sentence_is_taken_whole():
 
 
 def test_no_chunk_is_longer_than_max_words_and_long_sentences_cut_at_clauses():
-    from app.tts.chunker import SentenceChunker, split_long
+    from sub250.tts.chunker import SentenceChunker, split_long
 
     long = ("The purifier cleans the air in your room, and it does so quietly because the fan is large, "
             "so you can sleep well while it runs all night long in the bedroom. Next.")
@@ -70,7 +70,7 @@ def test_no_chunk_is_longer_than_max_words_and_long_sentences_cut_at_clauses():
 
 
 def test_a_run_on_that_repeats_its_own_words_is_said_once():
-    from app.tts.chunker import SentenceChunker
+    from sub250.tts.chunker import SentenceChunker
 
     c = SentenceChunker(max_words=3)
     said = []

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from app.errors import ConfigError
-from app.metrics.timeline import TurnTimeline
-from app.session.stages import Speaker
-from app.tts.base import SpeechNeed
-from app.tts.piper import PiperTTS
+from sub250.errors import ConfigError
+from sub250.metrics.timeline import TurnTimeline
+from sub250.session.stages import Speaker
+from sub250.tts.base import SpeechNeed
+from sub250.tts.piper import PiperTTS
 from tests.unit.session.fakes import ToneTTS
 
 
