@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Answer-quality benchmark: the questions of tests/data/answers/questions.jsonl through retrieval and each
-answer configuration, interleaved, in one run; scored automatically (app/bench/answers.py).
+answer configuration, interleaved, in one run; scored automatically (scripts/bench/answers.py).
 
     flock /tmp/team/engines.lock .venv/bin/python scripts/bench_answers.py [--profiles cpu-base[,cpu-gemma]]
         [--configs before,generative,grounded,extractive-1,extractive-2,profile] [--limit N] [--out reports/answers]
@@ -40,8 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sub250.answer.choice import CHOICE_HINT  # noqa: E402
 from sub250.answer.policy import AnswerPolicy  # noqa: E402
-from sub250.bench import answers as A  # noqa: E402
-from sub250.bench import lab  # noqa: E402
+from scripts.bench import answers as A  # noqa: E402
+from scripts.bench import lab  # noqa: E402
 from sub250.metrics.timeline import TurnTimeline, now_ns  # noqa: E402
 
 #: Overrides of the profile's [answer] section (and ``retrieval``: "vector" or "hybrid"; default: the profile's).
@@ -254,9 +254,9 @@ async def run_text(args: argparse.Namespace, questions: list[A.Question]) -> tup
 
 
 async def run_spoken(args: argparse.Namespace, questions: list[A.Question], out: Path) -> list[dict]:
-    from sub250.bench.corpus import synthesize_texts
-    from sub250.bench.options import default_key
-    from sub250.bench.replay import ReplayConfig, run_replay
+    from scripts.bench.corpus import synthesize_texts
+    from scripts.bench.options import default_key
+    from scripts.bench.replay import ReplayConfig, run_replay
 
     step = max(1, len(questions) // max(args.spoken, 1))
     subset = questions[::step][:args.spoken]

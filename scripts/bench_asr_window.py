@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sub250.audio.pcm import load_audio  # noqa: E402
-from sub250.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
+from scripts.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
 from sub250.config import Settings  # noqa: E402
 from sub250.modelstore import prepare  # noqa: E402
 from sub250.profiles import load_profile  # noqa: E402

@@ -18,7 +18,7 @@ streamed 32 ms window by window through the real Silero VAD and our Endpointer (
   at least 0.3 s / 20 % of the speech away from its start and end, failing that of its middle half (on Piper's
   speech that is often inside a word).
 
-Strategies (``app/bench/endpointing.py``): ``silence-500`` (today), ``silence-300``, and smart-turn v3.2 at
+Strategies (``scripts/bench/endpointing.py``): ``silence-500`` (today), ``silence-300``, and smart-turn v3.2 at
 every (pause S, threshold, cap): at S of silence it scores the audio so far (from 0.5 s before speech started,
 as Pipecat feeds it), commits once p >= threshold (the call's measured compute time is part of the delay),
 otherwise re-scores every 96 ms of further silence, and commits anyway at the cap. ``+trim`` variants (cap 1.5 s)
@@ -62,8 +62,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from sub250.audio.pcm import load_audio  # noqa: E402
 from sub250.audio.rates import ASR_RATE  # noqa: E402
 from sub250.audio.vad import WINDOW, SileroVAD  # noqa: E402
-from sub250.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
-from sub250.bench.endpointing import (  # noqa: E402
+from scripts.bench.corpus import real_recordings, synthesize_corpus  # noqa: E402
+from scripts.bench.endpointing import (  # noqa: E402
     Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, WordsRule, classify, pause_point, simulate, speech_end_window,
     speech_heard_again_ms, summarize, window_end_ms, word_boundaries,
 )

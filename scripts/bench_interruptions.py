@@ -6,10 +6,10 @@
 
 For each sound, ``--reps`` times, one trial with the check on and one with it off
 (``session.sub250.interruption_check``), alternating, against one running server. A trial (see
-``app/bench/interruptions.py``): a fresh session asks a question (typed: spoken, a Piper rendering Whisper misheard
+``scripts/bench/interruptions.py``): a fresh session asks a question (typed: spoken, a Piper rendering Whisper misheard
 got a one-sentence reply, over before the sound - every trial of that rep void) that gets a long generated reply;
 at the reply's first audio the sound is streamed at real-time pace, then silence. Sounds: a synthesized wordless
-hum (``app/bench/sounds.py``), "Uh-huh.", "Mm-hmm.", "Yeah." (backchannels, spoken by the Piper voice), and real
+hum (``scripts/bench/sounds.py``), "Uh-huh.", "Mm-hmm.", "Yeah." (backchannels, spoken by the Piper voice), and real
 words: "Wait, stop. I have another question about my order." and "Stop." (Piper), and the first 2.2 s of the real
 JFK recording in tests/data/audio ("And so my fellow Americans"). Per sound and setting: the share of valid trials
 whose reply was cancelled, and the delay from the sound's first speech to the cancelled ``response.done``. Prints a
@@ -32,10 +32,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench.interruptions import Trial, run_trial, summarize  # noqa: E402
-from sub250.bench.options import add_server_options, default_key  # noqa: E402
-from sub250.bench.probe import http_base, require_loopback  # noqa: E402
-from sub250.bench.sounds import hum  # noqa: E402
+from scripts.bench.interruptions import Trial, run_trial, summarize  # noqa: E402
+from scripts.bench.options import add_server_options, default_key  # noqa: E402
+from scripts.bench.probe import http_base, require_loopback  # noqa: E402
+from scripts.bench.sounds import hum  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTRUCTIONS = ("You are the voice support agent of Halden Labs. Answer the caller's question from the facts in "
@@ -67,7 +67,7 @@ def sounds(tts) -> dict[str, bytes]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    from sub250.bench.report import _plt, _save
+    from scripts.bench.report import _plt, _save
 
     plt = _plt()
     fig, ax = plt.subplots(figsize=(9, 4))
@@ -114,7 +114,7 @@ async def main() -> int:
         settings = [(url, await profile_of(url), True) for url in (args.url, args.against)]
     else:
         settings = [(args.url, "", True), (args.url, "", False)]
-    from sub250.bench.corpus import _load_tts
+    from scripts.bench.corpus import _load_tts
 
     tts = _load_tts()
     made = sounds(tts)

@@ -12,7 +12,7 @@ or ``embedding@T`` (the question's MiniLM vector - retrieval's, as in the server
 picks, at cosine >= T; the model writes only the arguments), ``embedding@T/M`` (the same, and the tool must
 come within M of the best knowledge-base passage's cosine). ``profile`` is whatever the profile's ``[tools]``
 says. Needs the knowledge base ingested (``serve`` does it on its first run). Prints the table,
-writes rows.jsonl and summary.json under --out. Scoring: app/bench/tools.py.
+writes rows.jsonl and summary.json under --out. Scoring: scripts/bench/tools.py.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench.tools import load_requests, load_tools, score, summarize, table  # noqa: E402
+from scripts.bench.tools import load_requests, load_tools, score, summarize, table  # noqa: E402
 
 
 def policy_of(name: str, base):

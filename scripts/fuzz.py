@@ -52,8 +52,8 @@ from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench.frames import Raw, dumps  # noqa: E402
-from sub250.bench.options import default_key  # noqa: E402
+from scripts.bench.frames import Raw, dumps  # noqa: E402
+from scripts.bench.options import default_key  # noqa: E402
 from sub250.sdk import RealtimeClient  # noqa: E402
 from sub250.sdk.client import ConnectionLost  # noqa: E402
 

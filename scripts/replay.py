@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench import lab, report  # noqa: E402
-from sub250.bench.options import corpus, default_key  # noqa: E402
-from sub250.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
-from sub250.bench.stats import format_table, percentile, summarize  # noqa: E402
+from scripts.bench import lab, report  # noqa: E402
+from scripts.bench.options import corpus, default_key  # noqa: E402
+from scripts.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
+from scripts.bench.stats import format_table, percentile, summarize  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

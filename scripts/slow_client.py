@@ -9,7 +9,7 @@ Rounds of three phases, interleaved so that all see the same machine: *normal_on
 replays --turns turns through the replay runner, as scripts/replay.py does), *with_reading* (the same turns
 while one more session streams the same speech at real-time pace and reads what it gets: the control - a
 talking caller costs CPU whether it reads or not) and *with_slow* (the same, but that session never reads its
-socket: see app/bench/slow_client.py). What not reading costs the normal session is with_slow against
+socket: see scripts/bench/slow_client.py). What not reading costs the normal session is with_slow against
 with_reading; --no-control leaves the middle phase out. The slow session starts --head-start-s before the normal turns, so its replies
 are piling up while they run, and stays until the server closes it or --slow-max-s have passed.
 
@@ -36,11 +36,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench.options import add_server_options, corpus, default_key  # noqa: E402
-from sub250.bench.probe import CLOSE_REASONS, Probe, mib, require_loopback  # noqa: E402
-from sub250.bench.replay import ReplayConfig, run_replay  # noqa: E402
-from sub250.bench.slow_client import NeverReadingClient, ReadingTalker, speech_frames  # noqa: E402
-from sub250.bench.stats import _get, percentile  # noqa: E402
+from scripts.bench.options import add_server_options, corpus, default_key  # noqa: E402
+from scripts.bench.probe import CLOSE_REASONS, Probe, mib, require_loopback  # noqa: E402
+from scripts.bench.replay import ReplayConfig, run_replay  # noqa: E402
+from scripts.bench.slow_client import NeverReadingClient, ReadingTalker, speech_frames  # noqa: E402
+from scripts.bench.stats import _get, percentile  # noqa: E402
 
 SAMPLE_S = 1.0
 #: After the slow client has gone: how long before the "after" sample.

@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench import soak  # noqa: E402
-from sub250.bench.options import add_server_options, corpus, default_key  # noqa: E402
-from sub250.bench.probe import Probe, mib, require_loopback  # noqa: E402
-from sub250.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
-from sub250.bench.stats import _get, percentile  # noqa: E402
+from scripts.bench import soak  # noqa: E402
+from scripts.bench.options import add_server_options, corpus, default_key  # noqa: E402
+from scripts.bench.probe import Probe, mib, require_loopback  # noqa: E402
+from scripts.bench.replay import ReplayConfig, run_replay, write_jsonl  # noqa: E402
+from scripts.bench.stats import _get, percentile  # noqa: E402
 
 MAX_SESSIONS = 32
 MAX_MINUTES = 120.0

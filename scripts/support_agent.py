@@ -25,7 +25,7 @@ from typing import Annotated, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sub250.bench.options import default_key  # noqa: E402
+from scripts.bench.options import default_key  # noqa: E402
 from sub250.sdk import RealtimeClient  # noqa: E402
 from pydantic import Field  # noqa: E402
 

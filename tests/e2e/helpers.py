@@ -1,6 +1,6 @@
 """Shared by the end-to-end tests."""
 
-from sub250.bench.sounds import hum  # noqa: F401  (a wordless sound over the reply)
+from scripts.bench.sounds import hum  # noqa: F401  (a wordless sound over the reply)
 
 #: A persona of the client's own.
 GENERATIVE_INSTRUCTIONS = ("You are the voice support agent of Halden Labs. Answer the caller's question from the "

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.engines
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")
 async def choice_url(server):
-    from sub250.bench import lab
+    from scripts.bench import lab
     from sub250.gateway import ApiKeys, GatewayLimits
     from sub250.profiles import load_profile
     from sub250.server import Server

@@ -23,7 +23,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
-from sub250.bench import lab
+from scripts.bench import lab
 from sub250.sdk import RealtimeClient
 from sub250.sdk.client import ConnectionLost
 from tests.e2e.helpers import LLM_ANSWERS

@@ -39,8 +39,8 @@ from aiohttp import web
 from prometheus_client import REGISTRY
 
 from sub250 import native_memory
-from sub250.bench.corpus import Utterance
-from sub250.bench.slow_client import NeverReadingClient, speech_frames
+from scripts.bench.corpus import Utterance
+from scripts.bench.slow_client import NeverReadingClient, speech_frames
 from sub250.gateway import ApiKeys, GatewayLimits
 from sub250.sdk import RealtimeClient
 from sub250.server import Server

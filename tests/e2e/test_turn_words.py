@@ -35,7 +35,7 @@ def _counter(name: str) -> float:
 async def words_server(server):
     """A server over the test server's engines (no second load) whose sessions run cpu-base-words's tuning."""
     from sub250.gateway import ApiKeys, GatewayLimits
-    from sub250.bench import lab
+    from scripts.bench import lab
     from sub250.profiles import load_profile
     from sub250.server import Server
 

@@ -6,7 +6,7 @@ import urllib.request
 import pytest
 from transformers.models.whisper.english_normalizer import EnglishTextNormalizer
 
-from sub250.bench.probe import metric_sum, parse_metrics
+from scripts.bench.probe import metric_sum, parse_metrics
 from sub250.sdk import RealtimeClient
 from tests.e2e.helpers import LLM_ANSWERS
 

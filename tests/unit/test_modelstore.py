@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sub250.bench import lab
+from scripts.bench import lab
 from sub250.errors import ModelError
 from sub250.modelstore import prepare, resolve_source
 from sub250.profiles import Profile, load_profile

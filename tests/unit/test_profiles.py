@@ -1,6 +1,6 @@
 import pytest
 
-from sub250.bench import lab
+from scripts.bench import lab
 from sub250.errors import ConfigError
 from sub250.profile_keys import STAGE_KEYS
 from sub250.profiles import PROFILES_DIR, available_profiles, load_profile

@@ -3,7 +3,7 @@ it names (so a right answer is possible from that passage alone)."""
 
 import pytest
 
-from sub250.bench import answers as A
+from scripts.bench import answers as A
 from sub250.rag.kb import SAMPLE_KB, read_folder
 
 QUESTIONS = A.load_questions()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sub250.bench.endpointing import (
+from scripts.bench.endpointing import (
     Boundary, Commit, Outcome, Silence, SilenceCue, SmartTurnRule, Truth, Word, WordsRule, classify, ends_open,
     pause_point,
     simulate, speech_end_window, speech_heard_again_ms, summarize, word_boundaries,

@@ -1,6 +1,6 @@
 """The interruption benchmark's summary: a row per sound and setting, a setting being a server and the check."""
 
-from sub250.bench.interruptions import Trial, summarize
+from scripts.bench.interruptions import Trial, summarize
 
 
 def test_rows_per_sound_and_setting_check_on_first():

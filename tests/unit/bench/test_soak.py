@@ -3,8 +3,8 @@ turns and samples with known answers."""
 
 import pytest
 
-from sub250.bench import soak
-from sub250.bench.probe import http_base, metric_sum, parse_metrics, require_loopback, server_figures
+from scripts.bench import soak
+from scripts.bench.probe import http_base, metric_sum, parse_metrics, require_loopback, server_figures
 
 START = 1_000_000.0
 
@@ -79,7 +79,7 @@ def test_the_heap_apart_from_mapped_files_and_threads():
 def test_proc_figures_read_the_parts_of_the_rss_and_the_threads():
     import os
 
-    from sub250.bench.probe import proc_figures
+    from scripts.bench.probe import proc_figures
 
     f = proc_figures(os.getpid())
     assert f["rss_bytes"] > 0 and 0 < f["rss_anon_bytes"] < f["rss_bytes"] and f["rss_file_bytes"] > 0

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from sub250.bench.replay import read_jsonl
-from sub250.bench.stats import format_table, summarize
+from scripts.bench.replay import read_jsonl
+from scripts.bench.stats import format_table, summarize
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "replay_fixture.jsonl"
 

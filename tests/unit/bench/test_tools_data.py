@@ -5,7 +5,7 @@ import json
 
 import jsonschema
 
-from sub250.bench.tools import DATA, REPO, load_requests, load_tools, score, summarize
+from scripts.bench.tools import DATA, REPO, load_requests, load_tools, score, summarize
 from sub250.sdk.tools import ToolSet
 
 

@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 from websockets.asyncio.client import connect
 
-from sub250.bench.probe import metric_sum, parse_metrics
+from scripts.bench.probe import metric_sum, parse_metrics
 from sub250.gateway import ApiKeys, GatewayLimits, KeyLimiter, Principal
 from sub250.metrics import prometheus
 from sub250.metrics.prometheus import ReplicaLabelled, exposition

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from sub250.bench.frames import Raw, dumps
+from scripts.bench.frames import Raw, dumps
 from sub250.protocol import (
     MAX_DEPTH,
     ClientEvent,

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from sub250.asr.base import ASREngine, Need, Transcript
-from sub250.bench import lab
+from scripts.bench import lab
 from sub250.errors import EngineError
 from sub250.llm.base import TokenDelta
 from sub250.metrics.timeline import now_ns

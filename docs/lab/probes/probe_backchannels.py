@@ -2,7 +2,7 @@
 """What the interruption check hears in backchannels and in short interruptions, offline, with its confidence
 test (``[interruption] min_confidence``, app/session/interruption.py) and without it.
 
-    flock /tmp/team/engines.lock .venv/bin/python scripts/probe_backchannels.py [--out reports/backchannels]
+    flock /tmp/team/engines.lock .venv/bin/python docs/lab/probes/probe_backchannels.py [--out reports/backchannels]
         [--min-confidence -1.3]
 
 Each phrase is spoken by the profile's Piper voice in six renderings (length_scale 0.85 / 1.0 / 1.2, each with
@@ -25,7 +25,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 BACKCHANNELS = ("Uh-huh.", "Mm-hmm.", "Mhm.", "Yeah.", "Okay.", "Right.", "I see.", "Sure.", "Hmm.")
@@ -40,7 +40,7 @@ def speak(tts, text: str, length: float, noise: float | None):
     import numpy as np
     from piper.config import SynthesisConfig
 
-    from app.audio.pcm import pcm16_to_float32, resample
+    from sub250.audio.pcm import pcm16_to_float32, resample
 
     config = SynthesisConfig(length_scale=length, noise_scale=noise, noise_w_scale=noise)
     chunks = list(tts.voice.synthesize(text, syn_config=config))
@@ -49,10 +49,10 @@ def speak(tts, text: str, length: float, noise: float | None):
 
 
 async def probe(args) -> dict:
-    from app.config import Settings
-    from app.session.interruption import InterruptionOptions, takes_the_turn
-    from app.session.tuning import PipelineTuning
-    from app.stack import Stack
+    from sub250.config import Settings
+    from sub250.session.interruption import InterruptionOptions, takes_the_turn
+    from sub250.session.tuning import PipelineTuning
+    from sub250.stack import Stack
 
     stack = Stack.from_settings(Settings.from_env())
     await stack.start(("asr", "tts"))

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Whisper with and without a transcription prompt, on questions Piper speaks (the profile's ASR and TTS only):
 
-    .venv/bin/python scripts/probe_asr_prompt.py [--window audio|30s] [--prompt "Halden Aero, Care+ ..."] [QUESTION ...]
+    .venv/bin/python docs/lab/probes/probe_asr_prompt.py [--window audio|30s]
+        [--prompt "Halden Aero, Care+ ..."] [QUESTION ...]
 
 Prints each question's transcript unprimed and primed (``audio.input.transcription.prompt``), and the call times.
 """
@@ -13,7 +14,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 QUESTIONS = ["Does the Halden Aero need a Wi-Fi connection?", "How much does the Halden Aero cost?",
              "What does Halden Care+ include?", "How long does the PetGuard filter last?",
@@ -31,8 +32,8 @@ async def main() -> int:
     import numpy as np
     import soxr
 
-    from app.config import Settings
-    from app.stack import Stack
+    from sub250.config import Settings
+    from sub250.stack import Stack
 
     stack = Stack.from_settings(Settings.from_env())
     await stack.start(("asr", "tts"))

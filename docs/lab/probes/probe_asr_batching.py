@@ -2,8 +2,8 @@
 """Concurrent finals batched, or not: what the default profile's Whisper does with K finals that arrive at once
 (#12 item 5: several callers commit together).
 
-    .venv/bin/python scripts/probe_asr_batching.py [--concurrent 2,4] [--rounds 5] [--workers W] [--cpu-threads T]
-        [--out reports/asr-batching.json]
+    .venv/bin/python docs/lab/probes/probe_asr_batching.py [--concurrent 2,4] [--rounds 5] [--workers W]
+        [--cpu-threads T] [--out reports/asr-batching.json]
 
 Four ways of serving K cut-window finals (two beams, as the profile's finals) that arrive at the same moment,
 on the profile's engine (``[asr] workers``, one thread each):
@@ -32,14 +32,14 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
-from app.asr.base import Need  # noqa: E402
-from app.audio.pcm import load_audio  # noqa: E402
-from app.bench.corpus import synthesize_corpus  # noqa: E402
-from app.config import Settings  # noqa: E402
-from app.stack import Stack  # noqa: E402
+from sub250.asr.base import Need  # noqa: E402
+from sub250.audio.pcm import load_audio  # noqa: E402
+from scripts.bench.corpus import synthesize_corpus  # noqa: E402
+from sub250.config import Settings  # noqa: E402
+from sub250.stack import Stack  # noqa: E402
 
 WAYS = ("workers", "engine", "batched", "split")
 

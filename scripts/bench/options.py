@@ -9,7 +9,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from sub250.bench.corpus import Utterance, load_manifest, real_recordings, synthesize_corpus
+from scripts.bench.corpus import Utterance, load_manifest, real_recordings, synthesize_corpus
 
 
 def add_server_options(parser: argparse.ArgumentParser, *, pid_help: str) -> None:

@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from sub250.bench.stats import _get, format_table, summarize
+from scripts.bench.stats import _get, format_table, summarize
 from sub250.metrics.timeline import BUDGET_MS, CEILINGS
 
 STACK = ("gateway", "asr_finalize", "retrieval", "prompt", "prefill")

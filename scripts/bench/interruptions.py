@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sub250.bench.stats import percentile
+from scripts.bench.stats import percentile
 from sub250.sdk import RealtimeClient
 
 RATE = 24_000

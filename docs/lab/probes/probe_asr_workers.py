@@ -3,7 +3,7 @@
 by side (``[asr] workers``). Prints, per worker count and round, one call alone and two at once (a partial and a
 final, as ``recognize`` schedules them), and the RSS.
 
-    flock /tmp/team/engines.lock .venv/bin/python scripts/probe_asr_workers.py
+    flock /tmp/team/engines.lock .venv/bin/python docs/lab/probes/probe_asr_workers.py
         [--workers 1,2] [--rounds 3] [--seconds 4]
 
 The audio is the first ``--seconds`` of tests/data/audio/jfk.wav (the cut window, as partials and finals use).
@@ -19,20 +19,20 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 
 def rss_mib() -> int:
-    from app.bench.probe import proc_figures
+    from scripts.bench.probe import proc_figures
 
     return int(proc_figures(os.getpid())["rss_bytes"]) >> 20
 
 
 async def probe(workers: int, rounds: int, audio) -> None:
-    from app.asr.base import Need
-    from app.config import Settings
-    from app.stack import Stack
+    from sub250.asr.base import Need
+    from sub250.config import Settings
+    from sub250.stack import Stack
 
     stack = Stack.from_settings(Settings.from_env())
     stack.profile.stages.setdefault("asr", {})["workers"] = workers

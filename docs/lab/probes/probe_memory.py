@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """One engine alone, called many times with inputs of varying size: its RSS as it goes, and its call time.
 
-    flock /tmp/team/engines.lock .venv/bin/python scripts/probe_memory.py --engine asr|tts|embedder|llm|turn|vad
+    flock /tmp/team/engines.lock .venv/bin/python docs/lab/probes/probe_memory.py --engine asr|tts|embedder|llm|turn|vad
         [--calls 200] [--threads 1] [--set asr.onednn_primitive_cache=1024] [--set tts.memory_arena=true]
 
-Tells which engine keeps memory (docs/BENCHMARKS.md §16): ``asr`` transcribes the real recording jfk.wav cut
+Tells which engine keeps memory (docs/lab/JOURNAL.md §16): ``asr`` transcribes the real recording jfk.wav cut
 to a random length (0.5-8 s) with the cut window, and every fourth call with the 30 s window; ``tts``
 synthesizes a random prefix of a long reply, chunked as the session chunks it; ``embedder`` embeds a random
 prefix of a passage; ``llm`` streams a reply (16-96 tokens) to a question after a random prefix of a passage
@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 REPLY = ("To replace the filter, switch off and unplug the purifier, press the two grey release tabs on the base, "
          "lift the outer shell straight up, pull the old filter out by its blue loop, lower the new one into place "
@@ -36,14 +36,14 @@ REPLY = ("To replace the filter, switch off and unplug the purifier, press the t
 
 
 def rss_mib() -> int:
-    from app.bench.probe import proc_figures
+    from scripts.bench.probe import proc_figures
 
     return int(proc_figures(os.getpid())["rss_bytes"]) >> 20
 
 
 def children_mib() -> str:
     """The RSS of this process's children (the vLLM engine core), when it has any."""
-    from app.bench.probe import proc_figures
+    from scripts.bench.probe import proc_figures
 
     kids = [pid for task in Path(f"/proc/{os.getpid()}/task").iterdir()
             for pid in (task / "children").read_text().split()]
@@ -81,10 +81,10 @@ async def main() -> int:
     import numpy as np
     import soundfile as sf
 
-    from app import native_memory
-    from app.config import Settings
-    from app.stack import Stack
-    from app.tts.chunker import split_long
+    from sub250 import native_memory
+    from sub250.config import Settings
+    from sub250.stack import Stack
+    from sub250.tts.chunker import split_long
 
     settings = Settings.from_env()
     native_memory.limit_arenas(settings.malloc_arena_max)
@@ -94,7 +94,7 @@ async def main() -> int:
         stage, _, field = key.partition(".")
         stack.profile.stages.setdefault(stage, {})[field] = _value(raw)
     await stack.start((args.engine,))
-    audio, _ = sf.read(Path(__file__).resolve().parents[1] / "tests" / "data" / "audio" / "jfk.wav", dtype="float32")
+    audio, _ = sf.read(Path(__file__).resolve().parents[3] / "tests" / "data" / "audio" / "jfk.wav", dtype="float32")
     print(f"{args.engine} loaded: RSS {rss_mib()} MiB{children_mib()}  (overrides: {args.set or 'none'})", flush=True)
 
     times: list[float] = []
@@ -110,7 +110,7 @@ async def main() -> int:
                 print(f"  {done[0]:>5} calls: RSS {rss_mib()} MiB{children_mib()}", flush=True)
 
     if args.engine == "llm":
-        from app.llm.base import LLMRequest
+        from sub250.llm.base import LLMRequest
 
         async def talker(k: int) -> None:
             rnd = random.Random(args.seed * 100 + k)
@@ -135,7 +135,7 @@ async def main() -> int:
         if args.engine == "turn":
             stack.end_of_turn.probability(np.resize(audio, rnd.randrange(8, 250) * 512))
         elif args.engine == "vad":
-            from app.audio.vad import WINDOW, SileroVAD
+            from sub250.audio.vad import WINDOW, SileroVAD
 
             stream = SileroVAD(stack.vad_session)
             for k in range(rnd.randrange(8, 250)):

@@ -2,7 +2,7 @@
 """How Whisper hears the words before a pause, and whether the session would hold that pause (the profile's ASR
 and TTS only; no server):
 
-    .venv/bin/python scripts/probe_turn_words.py [--reps 10] [PREFIX ...]
+    .venv/bin/python docs/lab/probes/probe_turn_words.py [--reps 10] [PREFIX ...]
 
 Each prefix ("How far from the") is spoken by Piper ``--reps`` times (its voice varies between renderings) and
 transcribed as the reply held at a pause transcribes it (the profile's window and final beams); prints each
@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 PREFIXES = ["How far from the", "What happens to my", "My order number is four five", "I want to ask about my"]
 
@@ -29,13 +29,13 @@ def main() -> int:
     import numpy as np
     import soxr
 
-    from app.asr.whisper import WhisperASR
-    from app.audio.rates import ASR_RATE
-    from app.config import Settings
-    from app.modelstore import prepare
-    from app.profiles import load_profile
-    from app.session.turn_cue import ends_open
-    from app.tts.piper import PiperTTS
+    from sub250.asr.whisper import WhisperASR
+    from sub250.audio.rates import ASR_RATE
+    from sub250.config import Settings
+    from sub250.modelstore import prepare
+    from sub250.profiles import load_profile
+    from sub250.session.turn_cue import ends_open
+    from sub250.tts.piper import PiperTTS
 
     settings = Settings.from_env()
     profile = load_profile(settings.profile)

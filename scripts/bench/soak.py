@@ -1,6 +1,6 @@
 """The soak benchmark's report (``scripts/soak.py``): turns and server samples folded into intervals, the
 totals, and the growth of the server's RSS, open FDs and asyncio tasks; a table and a plot. Pure functions
-of the turn records (as ``app/bench/replay.py`` writes them) and the probe's samples (``app/bench/probe.py``)."""
+of the turn records (as ``scripts/bench/replay.py`` writes them) and the probe's samples (``scripts/bench/probe.py``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from sub250.bench.probe import mib
-from sub250.bench.stats import _get, percentile
+from scripts.bench.probe import mib
+from scripts.bench.stats import _get, percentile
 
 #: Sample figures carried into each interval's row.
 SAMPLED = ("rss_bytes", "rss_anon_bytes", "rss_file_bytes", "threads", "open_fds", "asyncio_tasks", "sessions_open")
@@ -165,7 +165,7 @@ def format_table(report: dict[str, Any]) -> str:
 
 def plot(report: dict[str, Any], path: Path) -> Path:
     """RSS, FDs and tasks over time (every sample), and ttft / voice_to_voice percentiles per interval."""
-    from sub250.bench.report import _plt, _save
+    from scripts.bench.report import _plt, _save
 
     plt = _plt()
     samples = [s for s in report["samples"] if s.get("rss_bytes") is not None]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sub250.bench.corpus import Utterance
+from scripts.bench.corpus import Utterance
 from sub250.sdk import RealtimeClient, TurnResult
 from sub250.sdk.client import ConnectionLost
 

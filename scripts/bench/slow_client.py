@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from sub250.bench.corpus import Utterance
-from sub250.bench.probe import socket_address
+from scripts.bench.corpus import Utterance
+from scripts.bench.probe import socket_address
 
 RATE = 24_000
 CHUNK_MS = 20

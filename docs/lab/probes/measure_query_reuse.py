@@ -8,7 +8,7 @@ the two top-k passage sets are the same. A threshold is safe when no pair at or 
 passages; the script prints, per threshold, how many pairs would be reused and how many of those wrongly,
 and recommends the lowest safe threshold (plus a margin), written with every pair to a JSON report.
 
-    .venv/bin/python scripts/measure_query_reuse.py [--k 3] [--out reports/query_reuse.json]
+    .venv/bin/python docs/lab/probes/measure_query_reuse.py [--k 3] [--out reports/query_reuse.json]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO))
 
 
@@ -36,8 +36,8 @@ def variants(question: str) -> list[tuple[str, str]]:
 
 
 async def measure(k: int) -> dict:
-    from app.config import Settings
-    from app.stack import Stack
+    from sub250.config import Settings
+    from sub250.stack import Stack
 
     stack = Stack.from_settings(Settings.from_env())
     await stack.start(("db", "embedder"))
