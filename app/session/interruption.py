@@ -106,7 +106,7 @@ class InterruptionOptions:
                               "set it to a log-probability such as -1.3, or \"off\"")
 
     @classmethod
-    def from_stage(cls, stage: dict[str, Any]) -> "InterruptionOptions":
+    def from_stage(cls, stage: dict[str, Any]) -> InterruptionOptions:
         d = cls()
         confidence = stage.get("min_confidence", d.min_confidence)
         return cls(enabled=stage.get("enabled", d.enabled),

@@ -79,7 +79,7 @@ class ReplyOptions:
         return bool(self.tools) and self.tool_choice.mode != "none"
 
     @classmethod
-    def resolve(cls, config: SessionConfig, overrides: Any = None) -> "ReplyOptions":
+    def resolve(cls, config: SessionConfig, overrides: Any = None) -> ReplyOptions:
         """The session's settings with a ``response.create``'s overrides (already validated) applied; a
         ``tool_choice`` naming a function that is not among the resulting tools is refused (ProtocolError)."""
         tools = config.tools if overrides is None or overrides.tools is None else overrides.tools
@@ -95,11 +95,10 @@ class ReplyOptions:
 class Reply:
     def __init__(self, turn: UserTurn, options: ReplyOptions, *, stack: Any, tuning: PipelineTuning,
                  conversation: Conversation, output: ReplyOutput, stats: SessionStats, conversation_id: str,
-                 audio: np.ndarray | None = None, started_ns: int = 0, idle: bool = False,
-                 on_finished: Callable[["Reply"], None] | None = None) -> None:
+                 audio: np.ndarray | None = None, started_ns: int = 0, idle: bool = False) -> None:
         """``audio``: the caller's speech still to transcribe (None: ``turn.transcript`` is the question).
         ``output`` held: the reply is speculative until :meth:`adopt`. ``idle``: the nudge after the caller's
-        long silence (``idle_timeout_ms``), not an answer. ``on_finished``: told once ``response.done`` is out."""
+        long silence (``idle_timeout_ms``), not an answer."""
         self.id, self.item_id = output.response_id, output.item_id
         self.turn, self.options, self.stack, self.tuning = turn, options, stack, tuning
         self.conversation, self.output, self.stats = conversation, output, stats
@@ -107,7 +106,8 @@ class Reply:
         self.audio = audio
         self.started_ns = started_ns
         self.idle = idle
-        self._on_finished = on_finished
+        #: Set once ``response.done`` is out (a held reply that is discarded never finishes).
+        self.finished = asyncio.Event()
         self.state = ReplyState.HELD if output.held else ReplyState.LIVE
         self.cancel_reason = "client_cancelled"
         self.engine_request_id = f"{self.id}-{new_id('req')[-6:]}"
@@ -137,7 +137,6 @@ class Reply:
         self._item: Item | None = None
         #: Set when the stages end: (status, error). The reply is finished once that is told to the client.
         self._ended: tuple[str, BaseException | None] | None = None
-        self._finished = False
         self._final_reported = False
         #: The answer has started (any path): from here the turn gets a final latency report.
         self._answering = False
@@ -157,6 +156,10 @@ class Reply:
     @property
     def active(self) -> bool:
         return self.state in ACTIVE
+
+    @property
+    def completed(self) -> bool:
+        return self.state is ReplyState.DONE
 
     def start(self, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
         self._say(ev.response_created(ev.response_object(
@@ -429,9 +432,9 @@ class Reply:
         # HELD: finished when adopted; LIVE but paused: when resumed or interrupted; DISCARDED: never told
 
     def _finish(self) -> None:
-        if self._finished or self._ended is None:
+        if self.finished.is_set() or self._ended is None:
             return
-        self._finished = True
+        self.finished.set()
         status, error = self._ended
         if self.state is ReplyState.CANCELLED:
             status = "cancelled"
@@ -463,8 +466,6 @@ class Reply:
         if self.options.audio:
             self.output.audio_done()
         self._report_final_if_ready()
-        if self._on_finished is not None:
-            self._on_finished(self)
 
     def _message_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
         """The spoken or written reply joins the conversation; returns (in history, its wire item)."""
@@ -508,7 +509,7 @@ class Reply:
         first has reached the client (a media track plays audio in real time, so generation can end first) and
         the turn's round trip is measured (bounded by the transport's ping timeout)."""
         tl = self.turn.timeline
-        if not self._finished or self._final_reported or not self._answering:
+        if not self.finished.is_set() or self._final_reported or not self._answering:
             return False
         rtt = self.turn.rtt
         if rtt is not None and not rtt.done():

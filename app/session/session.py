@@ -23,13 +23,14 @@ from sub250.audio.smart_turn import N_SAMPLES as SMART_TURN_SAMPLES
 from sub250.audio.vad import WINDOW
 from sub250.metrics.timeline import now_ns
 from sub250.protocol import server_events as ev
-from sub250.protocol.client_events import FunctionCallItem, FunctionCallOutputItem
 from sub250.protocol.events import ClientEvent, ProtocolError, new_id
 from sub250.protocol.session_config import SessionConfig
-from sub250.session import stages
-from sub250.session.conversation import ROOT, AnyItem, Conversation, FunctionCall, FunctionOutput, Item
+from sub250.session import items, stages
+from sub250.session.arbiter import Check, Confirm, Decision, Dismiss, InterruptionArbiter, Resume
+from sub250.session.conversation import Conversation, Item
+from sub250.session.idle import IdleTimer, nudge_after
 from sub250.session.input_buffer import MAX_BUFFER_MS, InputBuffer
-from sub250.session.interruption import InterruptionCheck, Verdict
+from sub250.session.interruption import InterruptionCheck
 from sub250.session.listening import Listening
 from sub250.session.output import AsConfigured, ReplyOutput, Transport
 from sub250.session.reply import Reply, ReplyOptions, ReplyState
@@ -45,10 +46,6 @@ from sub250.tasks import TaskSet
 log = logging.getLogger(__name__)
 
 Handler = Callable[[ClientEvent, int], Awaitable[None]]
-
-
-def _figure(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 class RealtimeSession:
@@ -80,35 +77,31 @@ class RealtimeSession:
         #: The pause (turn, last speech window) whose words were read as a finished turn: it ends at
         #: ``finished_commit_ms`` of silence.
         self._finished_pause: tuple[UserTurn, int] | None = None
-        #: A suspected interruption of a live reply (paused meanwhile): its check, the reply, a check's task,
-        #: and the last speech window once the sound has stopped.
-        self._suspect: InterruptionCheck | None = None
-        self._suspected: Reply | None = None
-        self._suspect_task: asyncio.Task | None = None
-        self._suspect_stopped: int | None = None
+        #: A suspected interruption of a live reply (paused meanwhile): words, or a cough?
+        self.arbiter = InterruptionArbiter()
         self._gateway_ms: float | None = None
         #: Transcriptions of committed turns under way (transcription-only sessions, or create_response false).
         self._transcribing = 0
         #: The idle timer (``turn_detection.idle_timeout_ms``), armed when a response's audio will have played.
-        self._idle: asyncio.TimerHandle | None = None
-        self._idle_from_ms = 0
+        self.idle = IdleTimer()
         #: The key's limits now (``KeyLimiter.rate_limits``), set by the transport: each response begins with
         #: a ``rate_limits.updated``; None (no gateway, e.g. tests): none is sent.
         self.rate_limits: Callable[[], list[dict[str, Any]]] | None = None
         self._handlers: dict[str, Handler] = {  # every client event type this server implements
             "session.update": self._on_session_update, "input_audio_buffer.append": self._on_buffer_append,
             "input_audio_buffer.commit": self._on_buffer_commit, "input_audio_buffer.clear": self._on_buffer_clear,
-            "conversation.item.create": self._on_item_create, "conversation.item.delete": self._on_item_delete,
-            "conversation.item.retrieve": self._on_item_retrieve,
+            "conversation.item.create": self._items(items.create),
+            "conversation.item.delete": self._items(items.delete),
+            "conversation.item.retrieve": self._items(items.retrieve),
+            "conversation.item.truncate": self._items(items.truncate),
             "output_audio_buffer.clear": self._on_output_audio_clear,
-            "conversation.item.truncate": self._on_item_truncate,
             "response.create": self._on_response_create, "response.cancel": self._on_response_cancel}
 
     @property
     def in_flight(self) -> bool:
         """A turn is under way: the caller is speaking (or a sound over the reply is being checked), a transcript
         is being made, or a reply holds the response slot. A server that drains waits for this to end."""
-        return self.reply is not None or self._turn is not None or self._suspect is not None \
+        return self.reply is not None or self._turn is not None or self.arbiter.active \
             or self._transcribing > 0
 
     @property
@@ -159,7 +152,7 @@ class RealtimeSession:
 
     async def _on_session_update(self, event: ClientEvent, received_ns: int) -> None:
         self.configure(event.session or {}, event.event_id)
-        self._disarm_idle()  # the next response arms it with the new settings
+        self.idle.disarm()  # the next response arms it with the new settings
         self.transport.send(ev.session_updated(self.config))
 
     def configure(self, session: Any, event_id: str | None = None) -> None:
@@ -175,8 +168,8 @@ class RealtimeSession:
         self.listening.prompt = config.transcription_prompt
         self.detector.configure(self.config.turn_detection)
         td = self.config.turn_detection
-        if self._suspect is not None and (td is None or not td.interrupt_response):
-            self._dismiss_suspect()  # no server VAD, or no interruptions: the reply plays on
+        if self.arbiter.active and (td is None or not td.interrupt_response):
+            self._act([self.arbiter.dismiss()])  # no server VAD, or no interruptions: the reply plays on
 
     def input_seconds(self, nbytes: int) -> float:
         """How long ``nbytes`` of caller audio in the session's input format last (the gateway's audio limit)."""
@@ -199,7 +192,7 @@ class RealtimeSession:
             self.input.append(windows, received_ns)
             return
         windows, probs = await asyncio.to_thread(self._analyse, pcm16, rate)
-        for window, prob in zip(windows, probs):
+        for window, prob in zip(windows, probs, strict=True):
             index = self.input.append([window], received_ns)
             match self.detector.push(prob, index):
                 case SpeechStarted(window=first):
@@ -211,13 +204,13 @@ class RealtimeSession:
                 case SpeechStopped(window=last):
                     if not self._hold_open():
                         self._on_speech_stopped(last)
-            if self._finished_pause is not None and self._suspect is None and self._paused_at(*self._finished_pause) \
+            if self._finished_pause is not None and not self.arbiter.active and self._paused_at(*self._finished_pause) \
                     and self.detector.silence_ms >= self.tuning.finished_commit_ms:
                 self._end_pause()
-            if self._turn is not None and self._suspect is None and self.detector.ask_end_of_turn():
+            if self._turn is not None and not self.arbiter.active and self.detector.ask_end_of_turn():
                 self.tasks.spawn(self._end_of_turn(self._turn, self.detector.last_speech_window))
-        if self._suspect is not None:
-            self._check_suspect(paused=False)
+        if self.arbiter.active:
+            self._act(self.arbiter.sound(self.input.end - 1))
         elif self._turn is None:  # idle: keep only what prefix padding may need
             self.input.keep_last(int(self.config.turn_detection.prefix_padding_ms / WINDOW_MS) + 2)
         elif self.detector.speaking and self.config.transcription and self.tuning.partials \
@@ -232,14 +225,14 @@ class RealtimeSession:
     # --- turn detection ------------------------------------------------------------------------------
 
     def _on_speech_started(self, window: int) -> None:
-        if self._suspect is not None:  # the sound goes on after a stop: the same suspected interruption
-            self._suspect_stopped = None
+        if self.arbiter.active:  # the sound goes on after a stop: the same suspected interruption
+            self.arbiter.sound_started()
             return
         td = self.config.turn_detection
         first = max(self.input.start, window - int((td.prefix_padding_ms if td else 300) / WINDOW_MS))
         turn = UserTurn.new(new_id("item"), first_window=first, audio_start_ms=self.input.ms(first))
         turn.timeline.mark("speech_start", self.input.arrival(window))
-        self._disarm_idle()
+        self.idle.disarm()
         self._turn = turn
         reply = self.reply
         interrupts = reply is not None and (td is None or td.interrupt_response)
@@ -247,8 +240,8 @@ class RealtimeSession:
         if interrupts and reply.state is ReplyState.LIVE and \
                 (self.tuning.interruption.enabled if check is None else check):
             # words, or a cough? The reply pauses while the sound is checked; the client hears of it if it is words
-            self._suspect = InterruptionCheck(self.tuning.interruption, first_window=first, onset_window=window)
-            self._suspected = reply
+            self.arbiter.begin(InterruptionCheck(self.tuning.interruption, first_window=first, onset_window=window),
+                               reply)
             reply.pause()
             self.transport.send(ev.reply_paused(reply.id, self.input.ms(window)))
             return
@@ -262,22 +255,32 @@ class RealtimeSession:
             interrupted.interrupted()
         turn.rtt = self.tasks.spawn(stages.measure_rtt(self.transport, turn.timeline))
 
-    # --- a suspected interruption (app/session/interruption.py) ----------------------------------------
+    # --- a suspected interruption (app/session/arbiter.py) ----------------------------------------------
 
-    def _check_suspect(self, *, paused: bool) -> None:
-        """More of the suspected interruption's sound (or its first pause): resume the reply after
-        ``resume_after_ms`` without words; start a check of the sound so far when one is due."""
-        check, reply = self._suspect, self._suspected
-        if check is None or reply is None:
-            return
-        end = self.input.end - 1
-        if check.timed_out(end):
-            self.transport.send(ev.reply_resumed(reply.id))
-            reply.resume()
-        if self._suspect_task is None and check.due(end, paused=paused or self._suspect_stopped is not None):
-            check.started(end)
-            audio = self.input.audio(check.first_window, end)
-            self._suspect_task = self.tasks.spawn(self._run_check(check, audio, end))
+    def _act(self, decisions: list[Decision]) -> None:
+        """Carry out what the arbiter decided about the sound over the reply."""
+        for decision in decisions:
+            match decision:
+                case Resume(reply=reply):
+                    self.transport.send(ev.reply_resumed(reply.id))
+                    reply.resume()
+                case Check(check=check, first_window=first, end=end):
+                    audio = self.input.audio(first, end)
+                    self.arbiter.checking(self.tasks.spawn(self._run_check(check, audio, end)))
+                case Confirm(reply=reply, onset_window=onset, stopped=stopped):
+                    self.stats.interruption(confirmed=True)
+                    if self._turn is None:
+                        continue
+                    self._take_turn(self._turn, onset, reply)
+                    if stopped is not None:  # the caller already stopped: the turn is over too
+                        self._on_speech_stopped(stopped)
+                case Dismiss(reply=reply, resume=resume):
+                    # not an interruption (a cough): nothing of the sound reaches the conversation or the client
+                    self._turn = None
+                    self.stats.interruption(confirmed=False)
+                    if resume:
+                        self.transport.send(ev.reply_resumed(reply.id))
+                        reply.resume()
 
     async def _run_check(self, check: InterruptionCheck, audio: np.ndarray, end: int) -> None:
         try:
@@ -285,71 +288,16 @@ class RealtimeSession:
             transcript = await self.stack.asr.recognize(audio, window=self.tuning.partial_window, prompt="",
                                                         need=Need.INTERRUPTION)
         except Exception:
-            # unsure: treat it as the caller's words (the barge-in of old), never as a cough
             log.warning("session %s: checking an interruption failed", self.config.id, exc_info=True)
-            transcript = None
+            transcript = None  # unsure: the arbiter takes it for the caller's words
         finally:
-            if self._suspect_task is asyncio.current_task():
-                self._suspect_task = None
-        if check is not self._suspect:
-            return
-        verdict = Verdict.CONFIRMED if transcript is None else check.result(transcript, end)
-        if transcript is not None:
-            log.info("session %s: sound over the reply, %d ms: %r (no-speech %s, mean log-prob %s; heard in %.0f "
-                     "ms) -> %s", self.config.id, (end - check.onset_window + 1) * WINDOW_MS, transcript.text,
-                     _figure(transcript.no_speech_prob), _figure(transcript.avg_logprob),
-                     transcript.compute_seconds * 1000, verdict.value)
-        if verdict is Verdict.CONFIRMED:
-            self._confirm_suspect(check)
-        elif self._suspect_stopped is not None:
-            self._settle_stopped()
-        else:
-            self._check_suspect(paused=False)
-
-    def _confirm_suspect(self, check: InterruptionCheck) -> None:
-        reply, stopped = self._suspected, self._suspect_stopped
-        self._clear_suspect()
-        self.stats.interruption(confirmed=True)
-        if self._turn is None:
-            return
-        self._take_turn(self._turn, check.onset_window, reply)
-        if stopped is not None:  # the caller already stopped: the turn is over too
-            self._on_speech_stopped(stopped)
-
-    def _settle_stopped(self) -> None:
-        """The sound stopped: dismiss it once a check has covered all of it, else check the rest."""
-        check, last = self._suspect, self._suspect_stopped
-        if check is None or last is None:
-            return
-        done = check.ended(last)
-        if done is None:
-            self._check_suspect(paused=True)
-        elif done:
-            self._dismiss_suspect()
-
-    def _dismiss_suspect(self) -> None:
-        """Not an interruption (a cough): the reply plays on; nothing of the sound reaches the conversation or
-        the client."""
-        reply = self._suspected
-        playing = self._suspect is not None and self._suspect.resumed  # resumed at the timeout already
-        self._clear_suspect()
-        self._turn = None
-        self.stats.interruption(confirmed=False)
-        if reply is not None and not playing:
-            self.transport.send(ev.reply_resumed(reply.id))
-            reply.resume()
-
-    def _clear_suspect(self) -> None:
-        self._suspect = self._suspected = None
-        self._suspect_stopped = None
-        if self._suspect_task is not None:
-            self._suspect_task.cancel()
-            self._suspect_task = None
+            self.arbiter.checked(asyncio.current_task())
+        self._act(self.arbiter.heard(check, transcript, end, self.input.end - 1))
 
     def _on_speech_paused(self, last_window: int) -> None:
         """The first silence after speech: prepare the reply now, hold it until the commit (or drop it)."""
-        if self._suspect is not None:
-            self._check_suspect(paused=True)
+        if self.arbiter.active:
+            self._act(self.arbiter.sound(self.input.end - 1, paused=True))
             return
         td, turn = self.config.turn_detection, self._turn
         if turn is None or td is None or not td.create_response or self.reply is not None \
@@ -401,7 +349,7 @@ class RealtimeSession:
         hold the pause until they are, at most ``hold_open_ms``; a reading not known yet, until it is - at most
         ``unfinished_hold_ms``, as long as words read as unfinished are held (``_settle_hold``)."""
         turn, ms = self._turn, self.tuning.hold_open_ms
-        if not ms or turn is None or self._suspect is not None or self.detector.semantic is not None:
+        if not ms or turn is None or self.arbiter.active or self.detector.semantic is not None:
             return False
         held = self._held_reply(turn)
         if held is None:
@@ -500,10 +448,8 @@ class RealtimeSession:
             self._on_speech_stopped(stopped.window)
 
     def _on_speech_stopped(self, last_window: int) -> None:
-        if self._suspect is not None:
-            self._suspect_stopped = last_window
-            if self._suspect_task is None:
-                self._settle_stopped()
+        if self.arbiter.active:
+            self._act(self.arbiter.sound_stopped(last_window, self.input.end - 1))
             return
         turn = self._turn
         if turn is None:
@@ -521,8 +467,8 @@ class RealtimeSession:
     async def _on_buffer_commit(self, event: ClientEvent, received_ns: int) -> None:
         if self.input.empty:
             raise ProtocolError("input_audio_buffer_commit_empty", "the input audio buffer is empty")
-        if self._suspect is not None:  # the client commits the sound over the reply: it is the caller's turn
-            self._confirm_suspect(self._suspect)
+        if self.arbiter.active:  # the client commits the sound over the reply: it is the caller's turn
+            self._act([self.arbiter.confirm()])
         turn = self._turn or UserTurn.new(new_id("item"), first_window=self.input.start,
                                           audio_start_ms=self.input.ms(self.input.start))
         self.input.flush_pending(received_ns)
@@ -569,8 +515,8 @@ class RealtimeSession:
     async def _on_buffer_clear(self, event: ClientEvent, received_ns: int) -> None:
         self.input.clear(pending=True)
         self.detector.reset()
-        if self._suspect is not None:
-            self._dismiss_suspect()
+        if self.arbiter.active:
+            self._act([self.arbiter.dismiss()])
         self._turn = None
         self.listening.end()
         self.transport.send(ev.buffer_cleared())
@@ -583,48 +529,13 @@ class RealtimeSession:
             raise ProtocolError("unsupported_event", "output_audio_buffer.clear is for WebRTC calls: over a "
                                 "WebSocket the client holds (and clears) the audio it plays", param="type")
 
-    # --- the conversation ----------------------------------------------------------------------------
+    # --- the conversation (app/session/items.py) -------------------------------------------------------
 
-    async def _on_item_create(self, event: ClientEvent, received_ns: int) -> None:
-        src = event.item
-        if isinstance(src, FunctionCallOutputItem):
-            call = self.conversation.call(src.call_id)
-            if call is None:
-                raise ProtocolError("function_call_not_found", f"no function call {src.call_id!r} in the "
-                                    "conversation for this output", param="item.call_id")
-            item: AnyItem = FunctionOutput(src.id or new_id("item"), src.call_id, src.output,
-                                           tool_ms=(received_ns - call.sent_ns) / 1e6 if call.sent_ns else None)
-        elif isinstance(src, FunctionCallItem):
-            item = FunctionCall(src.id or new_id("item"), src.call_id, src.name, src.arguments)
-        elif src is not None:
-            item = Item(src.id or new_id("item"), src.role, "input_text", src.text)
-        else:
-            raise ProtocolError("invalid_event", "conversation.item.create needs an 'item'", param="item")
-        after = event.previous_item_id
-        if after is not None and after != ROOT and self.conversation.get(after) is None:
-            raise ProtocolError("item_not_found", f"no item {after!r} to insert after", param="previous_item_id")
-        previous = self.conversation.add(item, after=after)
-        self.transport.send(ev.item_added(item.to_wire(), previous))
-        self.transport.send(ev.item_done(item.to_wire(), previous))
-
-    async def _on_item_delete(self, event: ClientEvent, received_ns: int) -> None:
-        item_id = event.item_id or ""
-        if not self.conversation.delete(item_id):
-            raise ProtocolError("item_not_found", f"no item {item_id!r} in the conversation", param="item_id")
-        self.transport.send(ev.item_deleted(item_id))
-
-    async def _on_item_retrieve(self, event: ClientEvent, received_ns: int) -> None:
-        item = self.conversation.get(event.item_id or "")
-        if item is None:
-            raise ProtocolError("item_not_found", f"no item {event.item_id!r} in the conversation", param="item_id")
-        self.transport.send(ev.item_retrieved(item.to_wire()))
-
-    async def _on_item_truncate(self, event: ClientEvent, received_ns: int) -> None:
-        """The client says how much of an assistant item's audio was played: cut the text to match."""
-        item_id, end_ms = event.item_id or "", event.audio_end_ms or 0
-        if self.conversation.truncate(item_id, end_ms) is None:
-            raise ProtocolError("item_not_found", f"no assistant item {item_id!r} to truncate", param="item_id")
-        self.transport.send(ev.item_truncated(item_id, event.content_index or 0, end_ms))
+    def _items(self, apply: Callable[[Conversation, ClientEvent, int], list[dict[str, Any]]]) -> Handler:
+        async def on_event(event: ClientEvent, received_ns: int) -> None:
+            for out in apply(self.conversation, event, received_ns):
+                self.transport.send(out)
+        return on_event
 
     # --- replies -------------------------------------------------------------------------------------
 
@@ -659,42 +570,31 @@ class RealtimeSession:
         ``idle``: the nudge after the caller's long silence."""
         if self.reply is not None:
             self.reply.cancel("turn_detected")
-        self._disarm_idle()
+        self.idle.disarm()
         output = ReplyOutput(self.transport, new_id("resp"), new_id("item"), held=held)
         self._reply = Reply(turn, options or ReplyOptions.resolve(self.config), stack=self.stack,
                             tuning=self.tuning, conversation=self.conversation, output=output, stats=self.stats,
-                            conversation_id=self.config.id, audio=audio, started_ns=now_ns(), idle=idle,
-                            on_finished=self._reply_finished)
+                            conversation_id=self.config.id, audio=audio, started_ns=now_ns(), idle=idle)
         self._reply.start(self.tasks.spawn)
+        self.tasks.spawn(self._after(self._reply))
         if self.rate_limits is not None:
             output.send(ev.rate_limits_updated(self.rate_limits()), keep=True)  # held with a held reply
         return self._reply
 
     # --- the caller's long silence (turn_detection.idle_timeout_ms) ------------------------------------
 
-    def _reply_finished(self, reply: Reply) -> None:
-        """A response is done: with ``idle_timeout_ms``, wait that long after its audio will have played. One
-        nudge in a row at most: after a nudge, the timer waits for the caller to speak again."""
-        td = self.config.turn_detection
-        if (td is None or td.idle_timeout_ms is None or self.config.transcription_only or reply.idle
-                or reply.state is not ReplyState.DONE or reply is not self._reply):
-            return
-        self._disarm_idle()
-        self._idle_from_ms = self.input.ms(self.input.end)
-        delay_s = (td.idle_timeout_ms + reply.playback_left_ms()) / 1000
-        self._idle = asyncio.get_running_loop().call_later(delay_s, self._idle_timeout)
-
-    def _disarm_idle(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
+    async def _after(self, reply: Reply) -> None:
+        """Once ``reply`` is finished, the caller's silence is timed (``idle.nudge_after``)."""
+        await reply.finished.wait()
+        delay_s = nudge_after(self.config.turn_detection, reply, transcription_only=self.config.transcription_only)
+        if delay_s is not None and reply is self._reply:
+            self.idle.arm(delay_s, self.input.ms(self.input.end), self._idle_timeout)
 
     def _idle_timeout(self) -> None:
-        self._idle = None
         if self.reply is not None or self._turn is not None:
             return  # something is going on after all
         item_id = new_id("item")
-        self.transport.send(ev.timeout_triggered(item_id, self._idle_from_ms, self.input.ms(self.input.end)))
+        self.transport.send(ev.timeout_triggered(item_id, self.idle.from_ms, self.input.ms(self.input.end)))
         turn = UserTurn.new(item_id, transcript="")
         turn.timeline.mark("turn_commit")
         item = Item(item_id, "user", "input_audio", "")
@@ -706,5 +606,5 @@ class RealtimeSession:
     async def close(self) -> None:
         """The connection is gone: stop everything this session started (replies abort their engine
         requests; transcriptions, partials and RTT probes end)."""
-        self._disarm_idle()
+        self.idle.disarm()
         await self.tasks.cancel_all()

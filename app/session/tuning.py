@@ -57,7 +57,7 @@ class PipelineTuning:
     interruption: InterruptionOptions = field(default_factory=InterruptionOptions)
 
     @classmethod
-    def from_profile(cls, profile: Profile, about: About | None = None) -> "PipelineTuning":
+    def from_profile(cls, profile: Profile, about: About | None = None) -> PipelineTuning:
         """``about``: what the knowledge base says of itself (the default instructions, the decline, the idle
         nudge); None: texts that name no company."""
         vad, asr, llm, tts = (profile.stage(s) for s in ("vad", "asr", "llm", "tts"))

@@ -27,6 +27,6 @@ class UserTurn:
 
     @classmethod
     def new(cls, item_id: str, *, first_window: int = 0, audio_start_ms: int = 0,
-            transcript: str | None = None) -> "UserTurn":
+            transcript: str | None = None) -> UserTurn:
         return cls(item_id=item_id, timeline=TurnTimeline(turn_id=item_id), first_window=first_window,
                    audio_start_ms=audio_start_ms, transcript=transcript)

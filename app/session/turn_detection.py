@@ -20,8 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sub250.audio.endpointing import (WINDOW_MS, Endpointer, SpeechPaused, SpeechResumed, SpeechStarted, SpeechStopped,
-                                  ms_to_windows)
+from sub250.audio.endpointing import (
+    WINDOW_MS,
+    Endpointer,
+    SpeechPaused,
+    SpeechResumed,
+    SpeechStarted,
+    SpeechStopped,
+    ms_to_windows,
+)
 from sub250.audio.vad import SileroVAD
 from sub250.protocol.session_config import TurnDetection
 

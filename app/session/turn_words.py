@@ -19,8 +19,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from sub250.protocol.events import new_id
 from sub250.llm.base import LLMEngine
+from sub250.protocol.events import new_id
 from sub250.session.reply import Reply
 from sub250.session.turn_cue import as_said, ends_open
 
