@@ -1,7 +1,8 @@
 """Command line: ``python -m sub250`` or ``sub250``.
 
   serve            start the stack and the server (ingests the sample knowledge base on first run)
-  ingest [DIR]     files -> chunks -> embeddings -> pgvector (idempotent), with a progress bar
+  ingest [DIR]     files -> chunks -> embeddings -> pgvector (idempotent), with a progress bar; without DIR
+                   (or --sample-if-empty): the sample data, only into a database that holds no documents
   models prepare   resolve and convert every model of the profile (offline; once)
   models list      the profiles and what each stage runs
   doctor           load every engine, print versions, load times and one timed call each
@@ -16,10 +17,21 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sub250.config import Settings
 from sub250.errors import Sub250Error
+
+if TYPE_CHECKING:
+    from sub250.gateway import ApiKeys, GatewayLimits
+    from sub250.llm.base import LLMEngine
+    from sub250.rag.ingest import IngestReport
+    from sub250.rag.sample import SampleReport
+    from sub250.rag.store import VectorStore
+    from sub250.server import Server
+    from sub250.stack import Stack
 
 log = logging.getLogger("sub250")
 
@@ -71,10 +83,8 @@ def cmd_models_list(args: argparse.Namespace) -> int:
 # --- ingest ------------------------------------------------------------------------------------------
 
 
-async def _ingest(stack: "object", folder: Path, *, prune: bool, force: bool, quiet: bool = False) -> "object":
+def _progress_bar(quiet: bool = False) -> tuple[Any, Callable[[int, int, str], None]]:
     from tqdm import tqdm
-
-    from sub250.rag.ingest import ingest_folder
 
     bar = tqdm(total=0, unit="passage", desc="ingest", disable=quiet, file=sys.stderr)
 
@@ -84,19 +94,59 @@ async def _ingest(stack: "object", folder: Path, *, prune: bool, force: bool, qu
         bar.set_postfix_str(source)
         bar.refresh()
 
+    return bar, progress
+
+
+async def _ingest(stack: Stack, folder: Path, *, prune: bool, force: bool, quiet: bool = False) -> IngestReport:
+    from sub250.rag.ingest import ingest_folder
+
+    bar, progress = _progress_bar(quiet)
     try:
-        report = await ingest_folder(folder, stack.store, stack.embedder, model_id=stack.embedding_model_id,
-                                     prune=prune, force=force, progress=progress)
+        store = _store(stack)
+        assert stack.embedder is not None
+        return await ingest_folder(folder, store, stack.embedder, model_id=stack.embedding_model_id,
+                                   prune=prune, force=force, progress=progress)
     finally:
         bar.close()
-    return report
+
+
+async def _sample_if_empty(stack: Stack, *, quiet: bool = False) -> SampleReport:
+    """The sample knowledge base and support rows, into a database that holds no documents only."""
+    from sub250.rag.sample import load_sample_if_empty
+
+    bar, progress = _progress_bar(quiet)
+    try:
+        return await load_sample_if_empty(_store(stack), stack.embedder, model_id=stack.embedding_model_id,
+                                          progress=progress)
+    finally:
+        bar.close()
+
+
+def _store(stack: Stack) -> VectorStore:
+    assert stack.store is not None, "the database is not started"
+    return stack.store
+
+
+def _print_ingest(r: IngestReport, total: int) -> None:
+    print(f"ingested {r.documents} documents ({r.chunks} chunks), {r.skipped} unchanged"
+          f"{f', removed {len(r.removed)}' if r.removed else ''} in {r.seconds:.1f} s; {total} chunks in the store")
+    if r.about is not None:
+        print(f"about.toml stored: the assistant speaks for {r.about.company or '(no company)'}; scope: "
+              f"{r.about.scope or '(none)'}  (servers read it at start)")
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from sub250.rag.kb import SAMPLE_KB
     from sub250.stack import Stack
 
-    folder = Path(args.folder) if args.folder else SAMPLE_KB
+    sample = args.sample_if_empty or not args.folder
+    if sample and args.folder:
+        raise Sub250Error("--sample-if-empty loads the sample knowledge base, not a folder",
+                          f"drop the folder, or drop --sample-if-empty to ingest {args.folder}")
+    if sample and (args.prune or args.force):
+        raise Sub250Error("--prune and --force need the folder to ingest",
+                          f"name it: `sub250 ingest {SAMPLE_KB} --force` re-ingests the sample itself")
+    folder = SAMPLE_KB if sample else Path(args.folder)
     if not folder.is_dir():
         raise Sub250Error(f"knowledge base folder {folder} does not exist", "pass a folder of .md/.txt files")
 
@@ -104,13 +154,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         stack = Stack.from_settings(_settings(args))
         try:
             await stack.start(("db", "embedder"))
-            r = await _ingest(stack, folder, prune=args.prune, force=args.force)
-            total = await stack.store.count()
-            print(f"ingested {r.documents} documents ({r.chunks} chunks), {r.skipped} unchanged"
-                  f"{f', removed {len(r.removed)}' if r.removed else ''} in {r.seconds:.1f} s; {total} chunks in the store")
-            if r.about is not None:
-                print(f"about.toml stored: the assistant speaks for {r.about.company or '(no company)'}; scope: "
-                      f"{r.about.scope or '(none)'}  (servers read it at start)")
+            if not sample:
+                r = await _ingest(stack, folder, prune=args.prune, force=args.force)
+                _print_ingest(r, await _store(stack).count())
+                return 0
+            s = await _sample_if_empty(stack)
+            if s.ingest is None:
+                print(f"sample data skipped: the database holds {s.documents_before} document(s) (yours or the "
+                      f"sample's); nothing changed")
+                return 0
+            print(f"sample data loaded into an empty database: the knowledge base of {folder}, "
+                  f"{s.support_rows} support.orders rows")
+            _print_ingest(s.ingest, await _store(stack).count())
         finally:
             await stack.close()
         return 0
@@ -130,8 +185,9 @@ FAILURE_DRAIN_S = 2.0
 FAILURE_CLOSE_CODE = 1012
 
 
-async def _until_stopped_or_failed(stop: asyncio.Event, llm: "object") -> bool:
+async def _until_stopped_or_failed(stop: asyncio.Event, llm: LLMEngine | None) -> bool:
     """Wait for Ctrl-C / SIGTERM (False) or for the LLM engine's death (True)."""
+    assert llm is not None, "the LLM engine is not started"
     waits = {asyncio.ensure_future(stop.wait()): False, asyncio.ensure_future(llm.failed.wait()): True}
     done, pending = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for task in pending:
@@ -140,20 +196,21 @@ async def _until_stopped_or_failed(stop: asyncio.Event, llm: "object") -> bool:
     return any(waits[task] for task in done)
 
 
-async def _drain_after_failure(server: "object", stack: "object", stop: asyncio.Event) -> None:
+async def _drain_after_failure(server: Server, stack: Stack, stop: asyncio.Event) -> None:
     """The LLM engine died: refuse newcomers, let replies in flight end, close every connection (1012)."""
+    assert stack.llm is not None
     failure = stack.llm.failure
     server.fail("the LLM engine died")
     print(f"the LLM engine died: {getattr(failure, 'problem', failure)}; "
           "exiting for the supervisor to restart sub250", file=sys.stderr, flush=True)
     try:
         await asyncio.wait_for(stop.wait(), FAILURE_DRAIN_S)  # a SIGTERM meanwhile cuts the drain short
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass  # the drain ran its full time
     await server.close_connections(FAILURE_CLOSE_CODE, "service restart: the LLM engine died")
 
 
-async def _drain(server: "object", drain_s: float, hurry: asyncio.Event) -> None:
+async def _drain(server: Server, drain_s: float, hurry: asyncio.Event) -> None:
     """Ctrl-C / SIGTERM: no new sessions, the turns in flight get ``drain_s`` to finish, every connection closes
     with 1001 (a second signal cuts the wait short)."""
     print(f"draining: no new sessions; turns in flight get up to {drain_s:g} s (Ctrl-C again: stop now)", flush=True)
@@ -163,12 +220,11 @@ async def _drain(server: "object", drain_s: float, hurry: asyncio.Event) -> None
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from sub250 import garbage, native_memory
+    from sub250.metrics import tracing
     from sub250.rag.kb import SAMPLE_KB
     from sub250.server import Server
     from sub250.stack import Stack
-
-    from sub250 import garbage, native_memory
-    from sub250.metrics import tracing
 
     settings = _settings(args)
     native_memory.jemalloc_restart(settings.allocator)  # first: an allocator is chosen when a process starts
@@ -202,9 +258,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             t0 = time.perf_counter()
             await stack.start(progress=lambda s: print(f"  loading {s}…", flush=True))
-            if await stack.store.count() == 0:
+            if await _store(stack).document_count() == 0:
                 print(f"first run: ingesting the sample knowledge base from {SAMPLE_KB}", flush=True)
-                await _ingest(stack, SAMPLE_KB, prune=False, force=False)
+                await _sample_if_empty(stack)
             t_warm = time.perf_counter()
             if warmed := await stack.warm_answers():
                 vocabulary = stack.vocabulary
@@ -263,7 +319,7 @@ def _page_url(settings: Settings, port: int, args: argparse.Namespace) -> str:
     return f"{url}#key={keys[0]}" if keys else url
 
 
-def _api_keys(settings: Settings, *, dev_no_auth: bool) -> "tuple[object, str]":
+def _api_keys(settings: Settings, *, dev_no_auth: bool) -> tuple[ApiKeys, str]:
     from sub250.gateway import ApiKeys
 
     if dev_no_auth:
@@ -276,7 +332,7 @@ def _api_keys(settings: Settings, *, dev_no_auth: bool) -> "tuple[object, str]":
     return keys, note or f"API keys: {len(keys)} (from SUB250_API_KEYS and {settings.api_keys_file})"
 
 
-def _limits(settings: Settings) -> "object":
+def _limits(settings: Settings) -> GatewayLimits:
     from sub250.gateway import GatewayLimits
 
     if settings.origins.strip():
@@ -313,8 +369,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dev-no-auth", action="store_true", help="accept clients without an API key (development only)")
     s.set_defaults(func=cmd_serve)
 
-    s = sub.add_parser("ingest", help="ingest a knowledge base folder (default: the sample one)")
-    s.add_argument("folder", nargs="?")
+    s = sub.add_parser("ingest", help="ingest a knowledge base folder (none: the sample one, into an empty database)")
+    s.add_argument("folder", nargs="?", help="a folder of .md/.txt files (none: as --sample-if-empty)")
+    s.add_argument("--sample-if-empty", action="store_true",
+                   help="the sample knowledge base and support rows, only if the database holds no documents")
     s.add_argument("--prune", action="store_true", help="remove documents no longer in the folder")
     s.add_argument("--force", action="store_true", help="re-embed even unchanged files")
     s.set_defaults(func=cmd_ingest)

@@ -1,7 +1,7 @@
 """Shared fixtures. Engines are slow to load, so each is loaded once per test run (session scope):
 
 * ``stack``: PostgreSQL (embedded, in a temporary data dir) + VAD + ASR + embedder + TTS, with the
-  sample knowledge base ingested;
+  sample data loaded (the knowledge base, the support tools' orders: app/rag/sample.py);
 * ``llm``: the in-process vLLM engine (``enforce_eager``: ~30 s start instead of 80-130 s).
 
 Model files come from the user's normal models folder (prepared once, reused across runs).
@@ -40,12 +40,12 @@ def settings(tmp_path_factory: pytest.TempPathFactory) -> Settings:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def stack(settings: Settings):
-    from sub250.rag.ingest import ingest_folder
-    from sub250.rag.kb import SAMPLE_KB
+    from sub250.rag.sample import load_sample_if_empty
 
     st = Stack.from_settings(settings)
     await st.start(("db", "vad", "asr", "embedder", "tts", "turn"))
-    await ingest_folder(SAMPLE_KB, st.store, st.embedder, model_id=st.embedding_model_id)
+    # as a first `serve` does: the sample knowledge base and the support tools' sample orders
+    await load_sample_if_empty(st.store, st.embedder, model_id=st.embedding_model_id)
     await st.warm_answers()  # as `serve` does: the answers' sentences, the reranker's titles, the KB's words
     yield st
     await st.close()

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -79,7 +79,7 @@ class VectorStore:
         try:
             async with self.pool.acquire(timeout=max(deadline - loop.time(), 0.001)) as conn:
                 return await query(conn, max(deadline - loop.time(), 0.001))
-        except (asyncio.TimeoutError, *LOST_CONNECTION):
+        except (TimeoutError, *LOST_CONNECTION):
             # The pool's other connections may be dead or half-open too: the next acquire makes fresh ones.
             await self.pool.expire_connections()
             raise
@@ -132,6 +132,10 @@ class VectorStore:
 
     async def count(self) -> int:
         return int(await self._read(lambda conn, left: conn.fetchval("SELECT count(*) FROM chunks", timeout=left),
+                                    READ_TIMEOUT_S))
+
+    async def document_count(self) -> int:
+        return int(await self._read(lambda conn, left: conn.fetchval("SELECT count(*) FROM documents", timeout=left),
                                     READ_TIMEOUT_S))
 
     async def document_state(self) -> dict[str, tuple[str, str]]:

@@ -73,11 +73,30 @@ def test_unreachable_database_url_is_one_clear_message(settings):
 
 def test_ingest_command_is_idempotent(settings, tmp_path):
     env = _env(settings, SUB250_HOME=str(tmp_path / "home"))
-    first = run_cli("ingest", env=env)
+    first = run_cli("ingest", str(REPO / "kb"), env=env)
     assert first.returncode == 0, first.stderr
     assert "chunks in the store" in first.stdout
-    again = run_cli("ingest", env=env)
+    again = run_cli("ingest", str(REPO / "kb"), env=env)
     assert again.returncode == 0 and "ingested 0 documents" in again.stdout and "6 unchanged" in again.stdout
+
+
+def test_ingest_without_a_folder_loads_the_sample_into_an_empty_database_only(settings, tmp_path):
+    """compose's `ingest --sample-if-empty` at every `up` (the bare `ingest` does the same)."""
+    env = _env(settings, SUB250_HOME=str(tmp_path / "home"))
+    first = run_cli("ingest", "--sample-if-empty", env=env)
+    assert first.returncode == 0, first.stderr
+    assert "sample data loaded into an empty database" in first.stdout and "10 support.orders rows" in first.stdout
+    again = run_cli("ingest", env=env)
+    assert again.returncode == 0, again.stderr
+    assert "sample data skipped: the database holds 6 document(s)" in again.stdout and "ingested" not in again.stdout
+
+
+def test_sample_if_empty_with_a_folder_is_one_clear_message(settings):
+    r = run_cli("ingest", str(REPO / "kb"), "--sample-if-empty", env=_env(settings))
+    assert r.returncode == 2 and "--sample-if-empty loads the sample knowledge base" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = run_cli("ingest", "--prune", env=_env(settings))
+    assert r.returncode == 2 and "--prune and --force need the folder" in r.stderr
 
 
 @pytest.mark.engines

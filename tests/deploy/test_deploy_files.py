@@ -103,7 +103,8 @@ def test_app_replicas_run_the_remote_profile_against_db_and_vllm(compose):
 
 def test_knowledge_base_is_ingested_once_before_the_replicas(compose):
     ingest = compose["services"]["ingest"]
-    assert ingest["command"] == ["ingest"] and ingest["restart"] == "no"
+    # the sample data into an empty database only: a second `up` leaves a user's documents as they are
+    assert ingest["command"] == ["ingest", "--sample-if-empty"] and ingest["restart"] == "no"
     for name, svc in _app_services(compose).items():
         assert svc["depends_on"]["ingest"]["condition"] == "service_completed_successfully", name
 

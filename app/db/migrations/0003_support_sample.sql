@@ -1,6 +1,7 @@
--- The example support tools' data (scripts/support_agent.py, issue #14): sample orders, warranty claims and
--- hand-offs to a person, in their own schema so they never mix with the knowledge base. Made-up rows
--- (the order numbers of tests/data/tools/requests.jsonl); a real deployment points its tools at its own tables.
+-- The example support tools' tables (scripts/support_agent.py, issue #14): orders, warranty claims and
+-- hand-offs to a person, in their own schema so they never mix with the knowledge base; a real deployment points
+-- its tools at its own tables. Its made-up rows are sample data of a fresh install only (app/db/sample.py: loaded
+-- with the sample knowledge base into a database that holds no documents); databases made before that got them here.
 CREATE SCHEMA support;
 
 CREATE TABLE support.orders (
@@ -27,15 +28,3 @@ CREATE TABLE support.handoffs (
     queue text NOT NULL DEFAULT 'support',
     requested_at timestamptz NOT NULL DEFAULT now()
 );
-
-INSERT INTO support.orders (order_number, customer, item, status, carrier, ordered_on, estimated_delivery) VALUES
-    ('48213', 'Maya Lindqvist', 'Aero 2 air purifier', 'shipped', 'DHL', '2026-11-26', '2026-12-03'),
-    ('55102', 'Tomas Berg', 'Aero 2 air purifier', 'delivered', 'UPS', '2026-11-02', '2026-11-06'),
-    ('77001', 'Priya Natarajan', 'Aero replacement filter, two-pack', 'processing', NULL, '2026-11-30', '2026-12-05'),
-    ('90210', 'Jonas Weber', 'Aero Mini air purifier', 'shipped', 'DPD', '2026-11-27', '2026-12-02'),
-    ('31337', 'Ana Sousa', 'Aero 2 air purifier', 'delivered', 'DHL', '2026-10-14', '2026-10-18'),
-    ('62048', 'Lea Fischer', 'Aero replacement filter', 'shipped', 'UPS', '2026-11-28', '2026-12-04'),
-    ('10457', 'Sam Okafor', 'Aero Mini air purifier', 'delivered', 'DPD', '2026-09-21', '2026-09-25'),
-    ('88231', 'Noor Haddad', 'Aero 2 air purifier', 'processing', NULL, '2026-12-01', '2026-12-08'),
-    ('40400', 'Elena Rossi', 'Aero wall mount', 'cancelled', NULL, '2026-11-20', NULL),
-    ('12345', 'Kai Tanaka', 'Aero 2 air purifier', 'shipped', 'GLS', '2026-11-29', '2026-12-04');
