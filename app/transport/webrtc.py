@@ -182,7 +182,7 @@ class WebRTCCall:
     audio_in_events = False  # reply audio goes onto the track (Opus, negotiated), never into events
 
     def __init__(self, call_id: str, principal: Principal, shared: Any, limiter: KeyLimiter, *,
-                 model: str | None = None, on_closed: Callable[["WebRTCCall"], None] | None = None,
+                 model: str | None = None, on_closed: Callable[[WebRTCCall], None] | None = None,
                  max_outbox_bytes: int = MAX_QUEUED_BYTES) -> None:
         self.id = call_id
         self.principal = principal
@@ -363,7 +363,7 @@ class WebRTCCall:
     def idle(self) -> bool:
         """Nothing in flight: no turn being spoken, transcribed or answered, every event written and the reply's
         audio played out of the track."""
-        return not self.session.in_flight and len(self.outbox) == 0 and self.track.queued_ms() == 0
+        return not self.session.in_flight and len(self.outbox) == 0 and self.track.queued_ms == 0
 
     def close_soon(self, reason: str) -> None:
         if self._closing is None:

@@ -163,3 +163,17 @@ async def test_output_audio_buffer_clear_drops_the_queued_reply_audio_and_says_s
         assert call.clear_audio(None) and call.track.pending() == []  # everything queued
     finally:
         await call.close()
+
+
+async def test_a_call_is_idle_only_once_its_reply_audio_has_played(sessions):
+    """What a drain asks before closing a call (it called ``queued_ms``, a property, and raised)."""
+    call = WebRTCCall("rtc_idle", Principal("k"), object(), KeyLimiter(GatewayLimits()))
+    try:
+        assert call.idle
+        call.send_audio(bytes(OUTPUT_RATE // 50 * 2 * 5), response_id="resp_1", item_id="item_1")  # 100 ms
+        assert not call.idle
+        while call.track.queued_ms:
+            await call.track.recv()
+        assert call.idle is (len(call.outbox) == 0)  # played: only events not yet written keep it busy
+    finally:
+        await call.close()
