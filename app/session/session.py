@@ -33,14 +33,15 @@ from sub250.session.input_buffer import MAX_BUFFER_MS, InputBuffer
 from sub250.session.interruption import InterruptionCheck
 from sub250.session.listening import Listening
 from sub250.session.output import AsConfigured, ReplyOutput, Transport
+from sub250.session.pauses import Decision as PauseDecision
+from sub250.session.pauses import EndTurn, HoldOn, Pause, PausePolicy, Settle
 from sub250.session.reply import Reply, ReplyOptions, ReplyState
 from sub250.session.speculation import Speculation
 from sub250.session.stats import SessionStats
 from sub250.session.tuning import PipelineTuning
 from sub250.session.turn import UserTurn
-from sub250.session.turn_cue import ends_open
 from sub250.session.turn_detection import TurnDetector
-from sub250.session.turn_words import Judgement, TurnWords
+from sub250.session.turn_words import TurnWords
 from sub250.tasks import TaskSet
 
 log = logging.getLogger(__name__)
@@ -70,13 +71,11 @@ class RealtimeSession:
                                      pause_ms=self.tuning.speculate_after_ms or 64)
         self._turn: UserTurn | None = None
         self._reply: Reply | None = None
-        #: The LLM's reading of the words at each pause (``[vad] finished_commit_ms``), when the engine can say.
-        self.turn_words = None if not self.tuning.finished_commit_ms or getattr(stack, "llm", None) is None else \
+        turn_words = None if not self.tuning.finished_commit_ms or getattr(stack, "llm", None) is None else \
             TurnWords(stack.llm, self.tuning.finished_logprob, spawn=self.tasks.spawn,
                       wait_s=max(self.tuning.hold_open_ms, 500) / 1000)
-        #: The pause (turn, last speech window) whose words were read as a finished turn: it ends at
-        #: ``finished_commit_ms`` of silence.
-        self._finished_pause: tuple[UserTurn, int] | None = None
+        #: What a silence in the caller's speech means (hold-open, the reading of words, semantic).
+        self.pauses = PausePolicy(lambda: self.tuning, self.detector, self.stats, turn_words)
         #: A suspected interruption of a live reply (paused meanwhile): words, or a cough?
         self.arbiter = InterruptionArbiter()
         self._gateway_ms: float | None = None
@@ -204,11 +203,10 @@ class RealtimeSession:
                 case SpeechStopped(window=last):
                     if not self._hold_open():
                         self._on_speech_stopped(last)
-            if self._finished_pause is not None and not self.arbiter.active and self._paused_at(*self._finished_pause) \
-                    and self.detector.silence_ms >= self.tuning.finished_commit_ms:
-                self._end_pause()
+            if (finished := self.pauses.finished_due()) is not None and not self.arbiter.active:
+                self._pause_decided(EndTurn(finished, finished=True))
             if self._turn is not None and not self.arbiter.active and self.detector.ask_end_of_turn():
-                self.tasks.spawn(self._end_of_turn(self._turn, self.detector.last_speech_window))
+                self._ask_end_of_turn(self._turn)
         if self.arbiter.active:
             self._act(self.arbiter.sound(self.input.end - 1))
         elif self._turn is None:  # idle: keep only what prefix padding may need
@@ -237,7 +235,7 @@ class RealtimeSession:
         reply = self.reply
         interrupts = reply is not None and (td is None or td.interrupt_response)
         check = self.config.interruption_check
-        if interrupts and reply.state is ReplyState.LIVE and \
+        if interrupts and reply is not None and reply.state is ReplyState.LIVE and \
                 (self.tuning.interruption.enabled if check is None else check):
             # words, or a cough? The reply pauses while the sound is checked; the client hears of it if it is words
             self.arbiter.begin(InterruptionCheck(self.tuning.interruption, first_window=first, onset_window=window),
@@ -306,31 +304,48 @@ class RealtimeSession:
         held = self._start_reply(turn, audio=self.input.audio(turn.first_window, last_window), held=True)
         self.speculation.hold(held)
         self.stats.speculation_started()
-        if self.turn_words is not None and self.detector.semantic is None:
-            self.tasks.spawn(self._commit_if_finished(turn, held, last_window))
+        if self.pauses.reads_words:
+            self.tasks.spawn(self._decide(self.pauses.read_words(Pause(turn, last_window), held)))
 
-    async def _commit_if_finished(self, turn: UserTurn, held: Reply, last_window: int) -> None:
-        """``[vad] finished_commit_ms``: the LLM reads the words at this pause; a finished turn ends at that much
-        silence (at once if it has passed: also when the pause is held waiting for this very reading)."""
-        judgement = await asyncio.shield(self.turn_words.judge(held))
-        if judgement is None or not self._paused_at(turn, last_window):
+    # --- what a pause means (app/session/pauses.py) ----------------------------------------------------
+
+    def _hold_open(self) -> bool:
+        """``server_vad`` stopped the speech: the pause policy may take the stop back (words that go on)."""
+        turn = self._turn
+        if turn is None or self.arbiter.active:
+            return False
+        match self.pauses.stopped(Pause(turn, self.detector.last_speech_window), self._held_reply(turn)):
+            case Settle(pause=pause, held=held):
+                self.tasks.spawn(self._decide(self.pauses.settle(pause, held)))
+            case HoldOn(words=words, ms=ms):
+                self._held_open(words, ms)
+            case _:
+                return False
+        return True
+
+    def _ask_end_of_turn(self, turn: UserTurn) -> None:
+        """``semantic_vad``: the end-of-turn model reads the last 8 s of the turn (no more is copied)."""
+        audio = self.input.audio(max(turn.first_window, self.input.end - SMART_TURN_SAMPLES // WINDOW))
+        pause = Pause(turn, self.detector.last_speech_window)
+        work = self.pauses.complete(self.stack.end_of_turn, pause, audio, self._held_reply(turn))
+        self.tasks.spawn(self._decide(work))
+
+    async def _decide(self, work: Awaitable[PauseDecision | None]) -> None:
+        self._pause_decided(await work)
+
+    def _pause_decided(self, decision: PauseDecision | None) -> None:
+        """Carry out the pause policy's decision while the caller is still in that pause."""
+        if decision is None or not self._paused_at(decision.pause) or \
+                (decision.held_only and not self.detector.holding):
+            return  # the caller spoke again, or the turn ended meanwhile
+        if isinstance(decision, HoldOn) and (not decision.rehold or self.detector.rehold(decision.ms)):
+            self._held_open(decision.words, decision.ms)
             return
-        log.info("session %s: the words %r read as %s (log P(end) %s, %s ms)", self.config.id,
-                 judgement.words[-40:], "a finished turn" if judgement.finished else "going on",
-                 "-" if judgement.logprob is None else f"{judgement.logprob:.2f}",
-                 "-" if judgement.ms is None else f"{judgement.ms:.0f}")
-        if not judgement.finished:
-            return  # server_vad's stop holds it (``_hold_open``)
-        if self.detector.silence_ms >= self.tuning.finished_commit_ms or self.detector.holding:
-            self._end_pause()
-        else:
-            self._finished_pause = (turn, last_window)
-
-    def _end_pause(self) -> None:
-        """The pause's words are a finished turn: end the speech now."""
-        self._finished_pause = None
+        if isinstance(decision, EndTurn) and decision.finished:
+            self.pauses.finished = None
         if (stopped := self.detector.end_now()) is not None:
-            self.stats.pause_finished()
+            if isinstance(decision, EndTurn) and decision.finished:
+                self.stats.pause_finished()
             self._on_speech_stopped(stopped.window)
 
     def _held_reply(self, turn: UserTurn) -> Reply | None:
@@ -338,114 +353,14 @@ class RealtimeSession:
         held = self.speculation.held
         return held if held is not None and held.turn is turn and held.state is ReplyState.HELD else None
 
-    def _paused_at(self, turn: UserTurn, last_window: int) -> bool:
-        """The caller is still in the pause after ``last_window`` of ``turn`` (no speech since, no commit)."""
-        return self._turn is turn and self.detector.speaking and self.detector.last_speech_window == last_window
-
-    def _hold_open(self) -> bool:
-        """``server_vad`` stopped the speech: if the words so far go on (they end open, or the LLM reads them as
-        unfinished: ``_hold_for``), take the stop back - this pause ends the turn after ``[vad] hold_open_ms``
-        (``unfinished_hold_ms`` for unfinished words that do not end open). Words not known yet (a busy engine)
-        hold the pause until they are, at most ``hold_open_ms``; a reading not known yet, until it is - at most
-        ``unfinished_hold_ms``, as long as words read as unfinished are held (``_settle_hold``)."""
-        turn, ms = self._turn, self.tuning.hold_open_ms
-        if not ms or turn is None or self.arbiter.active or self.detector.semantic is not None:
-            return False
-        held = self._held_reply(turn)
-        if held is None:
-            return False
-        hold = self._hold_for(held)
-        if hold == 0 or not self.detector.hold(ms if hold is None else hold):
-            return False
-        if hold is None:
-            self.tasks.spawn(self._settle_hold(turn, held, self.detector.last_speech_window))
-        else:
-            self._held_open(held.question or "", hold)
-        return True
-
-    def _hold_for(self, held: Reply) -> int | None:
-        """How long the pause after the held reply's words lasts in all: ``hold_open_ms`` for words that end open,
-        ``unfinished_hold_ms`` (or ``hold_open_ms``) for words the LLM reads as unfinished (``[vad]
-        finished_commit_ms`` on), 0 for words that may end the turn; None: not known yet."""
-        if self.turn_words is not None:
-            task = self.turn_words.judge(held)
-            if not task.done():
-                return None
-            if not task.cancelled() and (judgement := task.result()) is not None:
-                return self._hold_ms(judgement)
-        if held.question is None:
-            return None
-        return self.tuning.hold_open_ms if ends_open(held.question) else 0
-
-    def _hold_ms(self, judgement: Judgement) -> int:
-        if judgement.finished:
-            return 0
-        if judgement.logprob is None or not self.tuning.unfinished_hold_ms:  # open words, or held as long
-            return self.tuning.hold_open_ms
-        return self.tuning.unfinished_hold_ms
-
-    async def _judged(self, held: Reply, wait_s: float) -> Judgement | None:
-        try:
-            return await asyncio.wait_for(asyncio.shield(self.turn_words.judge(held)), wait_s)
-        except TimeoutError:
-            return None
-
-    async def _settle_hold(self, turn: UserTurn, held: Reply, last_window: int) -> None:
-        """A pause held while its words are transcribed and read: words that go on keep it held, to their own
-        length; any others end the turn now (none by ``hold_open_ms``: the hold's own silence ends it). The
-        LLM's reading is waited for until the pause reaches ``unfinished_hold_ms`` - what an "unfinished" would
-        hold it to, so a late reading never makes the caller wait longer than its verdict could; then it is
-        stopped and the words alone decide, as without it (docs/BENCHMARKS.md §36)."""
-        judgement = None
-        if self.turn_words is not None:
-            until_ms = self.tuning.unfinished_hold_ms or self.tuning.hold_open_ms
-            judgement = await self._judged(held, max(0, until_ms - self.detector.silence_ms) / 1000)
-            if judgement is None:
-                self.turn_words.too_late(held)
-        if judgement is not None:
-            hold, words = self._hold_ms(judgement), judgement.words
-        else:
-            words = await held.words(max(0, self.tuning.hold_open_ms - self.detector.silence_ms) / 1000)
-            hold = None if words is None else self.tuning.hold_open_ms if ends_open(words) else 0
-        if hold is None or not self._paused_at(turn, last_window) or not self.detector.holding:
-            return  # the caller spoke again, or the turn ended meanwhile
-        if hold and (hold == self.tuning.hold_open_ms or self.detector.rehold(hold)):
-            self._held_open(words, hold)
-        elif (stopped := self.detector.end_now()) is not None:
-            self._on_speech_stopped(stopped.window)
+    def _paused_at(self, pause: Pause) -> bool:
+        """The caller is still in ``pause`` (no speech since, no commit)."""
+        return self._turn is pause.turn and self.detector.speaking and \
+            self.detector.last_speech_window == pause.last_window
 
     def _held_open(self, words: str, ms: int) -> None:
         self.stats.pause_held_open()
         log.info("session %s: the words go on (%r): the pause goes on to %d ms", self.config.id, words[-40:], ms)
-
-    async def _end_of_turn(self, turn: UserTurn, last_window: int) -> None:
-        """``semantic_vad``: the caller paused; if the end-of-turn model calls the turn complete (and the caller
-        is still silent), it ends now rather than at the cap."""
-        model = self.stack.end_of_turn
-        # the model reads the last 8 s: copy no more of the turn than that
-        audio = self.input.audio(max(turn.first_window, self.input.end - SMART_TURN_SAMPLES // WINDOW))
-        t0 = now_ns()
-        try:
-            p = await model.run(model.probability, audio)
-        except Exception:  # the cap still ends the turn
-            log.warning("session %s: the end-of-turn model failed", self.config.id, exc_info=True)
-            return
-        ms = (now_ns() - t0) / 1e6
-        self.stats.end_of_turn_scored(ms)
-        timing = self.detector.semantic
-        log.debug("session %s: end of turn p=%.2f (%.0f ms)", self.config.id, p, ms)
-
-        if timing is None or p < timing.threshold or not self._paused_at(turn, last_window):
-            return  # not complete, or the caller spoke again meanwhile
-        held = self._held_reply(turn) if self.tuning.hold_open_ms else None
-        if held is not None and (words := await held.words(timing.cap_ms / 1000)) is not None and ends_open(words):
-            if self._paused_at(turn, last_window):  # "complete" vetoed: the cap ends the pause
-                self._held_open(words, timing.cap_ms)
-            return
-        if not self._paused_at(turn, last_window):
-            return
-        if (stopped := self.detector.end_now()) is not None:
-            self._on_speech_stopped(stopped.window)
 
     def _on_speech_stopped(self, last_window: int) -> None:
         if self.arbiter.active:
@@ -454,8 +369,7 @@ class RealtimeSession:
         turn = self._turn
         if turn is None:
             return
-        if self.turn_words is not None:
-            self.turn_words.too_late()  # the turn is over: a reading under way is of no use
+        self.pauses.turn_over()  # a reading under way is of no use
         commit_ns = now_ns()  # the server decides the user's turn is over
         turn.timeline.mark("speech_end", self.input.arrival(last_window))
         turn.audio_end_ms = self.input.ms(last_window + 1)

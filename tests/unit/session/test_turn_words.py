@@ -44,7 +44,7 @@ def _session(texts, judge, commit_ms=200, hold_open_ms=1500, unfinished_hold_ms=
     stack.asr = FakeASR(texts=texts)
     session.tuning = replace(session.tuning, hold_open_ms=hold_open_ms, partials=False, finished_commit_ms=commit_ms,
                              finished_logprob=-13.0, unfinished_hold_ms=unfinished_hold_ms)
-    session.turn_words = TurnWords(judge, -13.0, spawn=session.tasks.spawn, wait_s=1.5)
+    session.pauses.turn_words = TurnWords(judge, -13.0, spawn=session.tasks.spawn, wait_s=1.5)
     return session, t, stack
 
 
@@ -88,7 +88,7 @@ async def test_speech_again_before_the_commit_keeps_the_turn_going():
     judge = Judge(delay=0.05)
     session, t, _ = _session([FINISHED, FINISHED], judge, commit_ms=300)
     await feed(session, speech(0.8) + silence(0.2))
-    await wait_until(lambda: session._finished_pause is not None, what="the reading")
+    await wait_until(lambda: session.pauses.finished is not None, what="the reading")
     await feed(session, speech(0.5))  # the caller goes on at 200 ms: no commit
     assert "input_audio_buffer.committed" not in t.types() and session.stats.pauses_finished == 0
     await feed(session, silence(0.4))
@@ -214,7 +214,7 @@ def test_the_options_are_read_from_the_profile_and_off_by_default():
     bare = PipelineTuning.from_profile(Profile(name="t", description="", path=Path("t.toml"), stages={}))
     assert bare.finished_commit_ms == 0
     session, _, _ = make_session(speculative=True)
-    assert session.turn_words is None
+    assert session.pauses.turn_words is None
 
 
 async def test_a_late_reading_stops_only_its_own_pause():
