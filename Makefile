@@ -1,5 +1,5 @@
 # The two commands a newcomer needs (see README): `make serve` and `make test`.
-.PHONY: serve test install prepare doctor bench-engines
+.PHONY: serve test lint install prepare doctor bench-engines
 
 install:
 	@bash scripts/install.sh
@@ -10,7 +10,12 @@ prepare: install
 serve: prepare
 	@.venv/bin/python -m sub250 serve
 
+# ruff and mypy on app/ first (scripts/lint.sh): a finding fails the target before any test runs
+lint: install
+	@bash scripts/lint.sh
+
 test: install
+	@bash scripts/lint.sh
 	@bash scripts/install-browser.sh
 	@bash scripts/install-fleet-tools.sh
 	@bash scripts/install-clients.sh

@@ -109,7 +109,7 @@ class Settings:
         return self.home / "vllm-cache"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> "Settings":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: object) -> Settings:
         env = dict(os.environ if env is None else env)
         values: dict[str, object] = {}
         for f in dataclasses.fields(cls):

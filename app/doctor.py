@@ -48,10 +48,12 @@ def rss_mb(include_children: bool = True) -> float:
 async def probe_db(stack: Stack) -> ProbeResult:
     vec = np.random.default_rng(0).standard_normal(384).astype(np.float32)
     vec /= np.linalg.norm(vec)
+    store = stack.store
+    assert store is not None
     t0 = time.perf_counter()
-    rows = await stack.store.search(vec, 3)
+    rows = await store.search(vec, 3)
     ms = (time.perf_counter() - t0) * 1000
-    return ProbeResult(ms, f"HNSW top-3 over {await stack.store.count()} chunks ({len(rows)} returned)")
+    return ProbeResult(ms, f"HNSW top-3 over {await store.count()} chunks ({len(rows)} returned)")
 
 
 async def probe_vad(stack: Stack) -> ProbeResult:
@@ -82,6 +84,7 @@ def _spoken_probe(stack: Stack) -> np.ndarray:
 
 
 async def probe_asr(stack: Stack) -> ProbeResult:
+    assert stack.asr is not None
     audio = await asyncio.to_thread(_spoken_probe, stack)
     t0 = time.perf_counter()
     tr = await asyncio.to_thread(stack.asr.transcribe, audio)
@@ -90,6 +93,7 @@ async def probe_asr(stack: Stack) -> ProbeResult:
 
 
 async def probe_embedder(stack: Stack) -> ProbeResult:
+    assert stack.embedder is not None
     t0 = time.perf_counter()
     v = await asyncio.to_thread(stack.embedder.embed_one, PROBE_QUESTION)
     return ProbeResult((time.perf_counter() - t0) * 1000, f"one query -> {v.shape[0]}-d unit vector")
@@ -100,6 +104,7 @@ async def probe_llm(stack: Stack) -> ProbeResult:
 
     msgs = [{"role": "system", "content": "You are a support agent. Answer in one short sentence."},
             {"role": "user", "content": "How often should I replace the air filter of my purifier?"}]
+    assert stack.llm is not None
     t0 = time.perf_counter()
     first = None
     last = None
@@ -121,6 +126,7 @@ async def probe_llm(stack: Stack) -> ProbeResult:
 
 
 async def probe_tts(stack: Stack) -> ProbeResult:
+    assert stack.tts is not None
     t0 = time.perf_counter()
     it = iter(stack.tts.synthesize(PROBE_SENTENCE))
     first = await asyncio.to_thread(next, it)
@@ -193,9 +199,9 @@ async def run_doctor(settings: Settings) -> int:
     print()
     header = ("stage", "engine", "load s", "call ms", "notes")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
-    print("  ".join(h.ljust(w) for h, w in zip(header[:4], widths)) + "  " + header[4])
+    print("  ".join(h.ljust(w) for h, w in zip(header[:4], widths, strict=True)) + "  " + header[4])
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
     print()
     if failed:
         print(f"doctor: FAILED: {', '.join(failed)}")

@@ -16,9 +16,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sub250.errors import ModelError
 from sub250.profiles import Profile
@@ -123,8 +124,9 @@ def _assemble_parts(folder: Path | str, cfg: dict[str, Any], models_dir: Path, f
     when a part changes) and checked against ``sha256`` (of the whole ``model.bin``) when the profile has one."""
     if not isinstance(folder, Path):
         raise ModelError("[asr] model_parts needs a package: or path: source folder", "fix [asr] in the profile")
-    parts = [resolve_source(src, "ASR model part") for src in cfg["model_parts"]]
-    if not all(isinstance(p, Path) and p.is_file() for p in parts):
+    sources = [resolve_source(src, "ASR model part") for src in cfg["model_parts"]]
+    parts = [p for p in sources if isinstance(p, Path) and p.is_file()]
+    if len(parts) != len(sources):
         raise ModelError("[asr] model_parts must name files (package: or path:)", "fix [asr] in the profile")
     stamp = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in parts]
     out = models_dir / "asr" / hashlib.sha1(json.dumps(stamp).encode()).hexdigest()[:16]
@@ -207,9 +209,10 @@ def _prepare_llm(cfg: dict[str, Any], models_dir: Path, force: bool) -> dict[str
         module = inner.split(":", 1)[1]
         gguf_path = _assemble_gguf(module, models_dir)
     else:
-        gguf_path = resolve_source(inner, "LLM GGUF")
-        if not isinstance(gguf_path, Path):
+        found = resolve_source(inner, "LLM GGUF")
+        if not isinstance(found, Path):
             raise ModelError(f"LLM: gguf: needs a local file, got {inner!r}", "use gguf:package:... or gguf:path:...")
+        gguf_path = found
     convert_gguf(gguf_path, target, fix_bos=bool(cfg.get("fix_bos")))
     return {"model": target, "converted": True}
 
@@ -234,6 +237,8 @@ def convert_gguf(gguf_path: Path, target: Path, *, fix_bos: bool = False) -> Non
     log.info("converting %s -> %s (one time)", gguf_path, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+    tok: Any  # transformers' classes, set up at run time from the file
+    model: Any
     try:
         try:
             tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)

@@ -121,7 +121,7 @@ def jemalloc_restart(choice: str) -> None:
 
 def limit_arenas(count: int) -> bool:
     """Cap glibc's malloc arenas at ``count`` (0 keeps glibc's default). True when applied."""
-    if count <= 0 or not available():
+    if count <= 0 or _LIBC is None or not available():
         return False
     if _LIBC.mallopt(M_ARENA_MAX, count) != 1:
         log.warning("mallopt(M_ARENA_MAX, %d) was refused; glibc's default arena count stays", count)

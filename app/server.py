@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sub250 import native_memory
-
 from sub250.errors import Sub250Error
 from sub250.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter
 

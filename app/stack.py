@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from sub250.config import Settings
 from sub250.errors import Sub250Error
@@ -66,7 +67,7 @@ class Stack:
     load_seconds: dict[str, float] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Stack":
+    def from_settings(cls, settings: Settings) -> Stack:
         return cls(settings=settings, profile=load_profile(settings.profile))
 
     @property
@@ -88,6 +89,11 @@ class Stack:
                 await getattr(self, f"_start_{stage}")()
                 self.load_seconds[stage] = time.perf_counter() - t
 
+    def _paths(self, stage: str) -> dict[str, Any]:
+        """The prepared model files of ``stage`` (``start`` prepares them first)."""
+        assert self.models is not None, "start() prepares the models first"
+        return self.models[stage]
+
     async def _start_db(self) -> None:
         from sub250.db.pool import create_pool
         from sub250.rag.store import VectorStore
@@ -105,12 +111,12 @@ class Stack:
     async def _start_vad(self) -> None:
         from sub250.audio.vad import SileroVAD
 
-        self.vad_session = await asyncio.to_thread(SileroVAD.load_session, self.models["vad"]["model"])
+        self.vad_session = await asyncio.to_thread(SileroVAD.load_session, self._paths("vad")["model"])
 
     async def _start_asr(self) -> None:
         from sub250.asr.whisper import WhisperASR
 
-        self.asr = WhisperASR(self.models["asr"]["model"], self.profile.stage("asr"))
+        self.asr = WhisperASR(self._paths("asr")["model"], self.profile.stage("asr"))
         await asyncio.to_thread(self.asr.load)
 
     async def _start_turn(self) -> None:
@@ -118,14 +124,14 @@ class Stack:
             return  # a profile without [turn]: semantic_vad is refused (session.update says why)
         from sub250.audio.smart_turn import SmartTurn
 
-        self.end_of_turn = SmartTurn(self.models["turn"]["model"], self.profile.stage("turn"))
+        self.end_of_turn = SmartTurn(self._paths("turn")["model"], self.profile.stage("turn"))
         await asyncio.to_thread(self.end_of_turn.load)
 
     async def _start_embedder(self) -> None:
         from sub250.rag.embedder import Embedder
 
         if self.embedder is None:
-            m = self.models["embedder"]
+            m = self._paths("embedder")
             self.embedder = Embedder(m["model"], m["tokenizer"], self.profile.stage("embedder"))
             await asyncio.to_thread(self.embedder.load)
         embed = self.embed_texts
@@ -160,13 +166,13 @@ class Stack:
     async def _start_llm(self) -> None:
         from sub250.llm import create_engine
 
-        self.llm = create_engine(self.profile.stage("llm"), self.models["llm"]["model"], self.settings)
+        self.llm = create_engine(self.profile.stage("llm"), self._paths("llm")["model"], self.settings)
         await self.llm.start()
 
     async def _start_tts(self) -> None:
         from sub250.tts.piper import PiperTTS
 
-        m = self.models["tts"]
+        m = self._paths("tts")
         self.tts = PiperTTS(m["model"], m["config"], self.profile.stage("tts"))
         await asyncio.to_thread(self.tts.load)
 

@@ -8,10 +8,10 @@ The tools - ``lookup_order(order_number)``, ``open_warranty_claim(order_number, 
 ``transfer_to_human(reason)`` - are plain async functions registered with ``client.tool``; the SDK sends their
 schemas with ``session.update``, runs them when the model calls one, sends the result back and waits for the
 spoken answer. They query ``support.orders`` / write ``support.warranty_claims`` and ``support.handoffs``
-(migration 0003, sample rows) with asyncpg. The database: --database, else $DATABASE_URL, else the embedded
-PostgreSQL of a local ``serve`` (attached, as ``ingest`` does). Prints the transcript, each tool call with its
-result and time, the reply and the latency table (--json: one JSON object instead). The API key defaults to
-$SUB250_API_KEY, else the local key ``serve`` created.
+(migration 0003; the sample rows of a fresh install: app/db/sample.py) with asyncpg. The database: --database,
+else $DATABASE_URL, else the embedded PostgreSQL of a local ``serve`` (attached, as ``ingest`` does). Prints the
+transcript, each tool call with its result and time, the reply and the latency table (--json: one JSON object
+instead). The API key defaults to $SUB250_API_KEY, else the local key ``serve`` created.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -25,7 +25,7 @@ from sub250.tools.results import speakable
 log = logging.getLogger(__name__)
 
 #: ``(request, timeline) -> the engine's text deltas`` (the session's ``stages.generate`` with its engine bound).
-Generator = Callable[[LLMRequest, TurnTimeline], AsyncIterator[TokenDelta]]
+Generator = Callable[[LLMRequest, TurnTimeline], AsyncGenerator[TokenDelta, None]]
 
 #: ``(instructions, question, passages, history, timeline, hint=) -> (messages, token ids)``, marking
 #: ``prompt_ready`` (the session's ``stages.build_prompt`` with its engine and budgets bound).

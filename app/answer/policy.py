@@ -83,14 +83,14 @@ class AnswerPolicy:
         """The extractive, grounded and choice modes answer from the passage's sentences (the picker's)."""
         return self.mode in ("extractive", "grounded", "choice")
 
-    def ungrounded(self) -> "AnswerPolicy":
+    def ungrounded(self) -> AnswerPolicy:
         """This policy with grounding turned off (``session.sub250.grounding: false``): no out-of-scope gate and
         no extract, the LLM answers from the retrieved passages."""
         return replace(self, mode="generative", min_score=0.0, min_extract_score=0.0, min_score_unfamiliar=0.0,
                        borderline_score=0.0)
 
     @classmethod
-    def from_stage(cls, cfg: dict, about: About | None = None) -> "AnswerPolicy":
+    def from_stage(cls, cfg: dict, about: About | None = None) -> AnswerPolicy:
         """``about``: the knowledge base's own texts, for the decline and the idle nudge the profile leaves out."""
         d = cls() if about is None else cls(decline_text=about.decline_text, idle_text=about.idle_text)
         return cls(

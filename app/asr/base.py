@@ -113,12 +113,13 @@ class ASREngine(ThreadedEngine, abc.ABC):
             call.result.add_done_callback(_retrieved)
         if not await self._slots.acquire(need, leave_free=self._partial_leaves if need == Need.PARTIAL else 0,
                                          tag=call):
+            assert call is not None  # only a call with a key (tag) is taken along
             return await asyncio.shield(call.result)  # another final's call took this one along
         final = (need() if callable(need) else need) in (Need.FINAL, Need.AHEAD)
 
         def start() -> Awaitable[Transcript]:
             along = [] if call is None else self._slots.take(lambda other: other.key == key, self.max_batch - 1)
-            if along:
+            if call is not None and along:
                 return self._run_batch(call, along)
             return self.run(self.transcribe, audio, window=window, prompt=prompt, final=final)
 
@@ -136,8 +137,8 @@ class ASREngine(ThreadedEngine, abc.ABC):
                     continue
                 if done.cancelled():
                     c.result.cancel()
-                elif done.exception() is not None:
-                    c.result.set_exception(done.exception())
+                elif (exc := done.exception()) is not None:
+                    c.result.set_exception(exc)
                 else:
                     c.result.set_result(done.result()[i])
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,8 @@ class WhisperASR(ASREngine):
         audio_seconds = audio.size / ASR_RATE
         window, prompt, max_new_tokens = self._settings(audio_seconds, window, prompt)
         beams = self.final_beam_size if final else self.beam_size
+        no_speech: float | None
+        logprob: float | None
         if window == "audio":
             text, no_speech, logprob = self._transcribe_cut(audio, max_new_tokens, prompt, beams)
         else:
@@ -145,18 +147,19 @@ class WhisperASR(ASREngine):
         window, prompt, _ = self._settings(audio.size / ASR_RATE, window, prompt)
         return ("audio", prompt) if window == "audio" else None
 
-    def transcribe_batch(self, audios: list[np.ndarray], key: tuple[str, str]) -> list[Transcript]:
+    def transcribe_batch(self, audios: list[np.ndarray], key: Hashable) -> list[Transcript]:
         """Finals of one :meth:`batch_key` in one call (``final_beam_size`` beams), each padded with silence to
         the longest plus ``window_padding_s``; every transcript's ``compute_seconds`` is the whole call's."""
         if self.model is None:
             raise RuntimeError("ASR model not loaded")
         t0 = time.perf_counter()
+        assert isinstance(key, tuple), key  # batch_key's ("audio", prompt)
         _, prompt, max_new_tokens = self._settings(max(a.size for a in audios) / ASR_RATE, "audio", key[1])
         results = self.transcribe_cut_batch(audios, max_new_tokens, prompt, self.final_beam_size)
         seconds = time.perf_counter() - t0
         return [Transcript(text=text, audio_seconds=audio.size / ASR_RATE, compute_seconds=seconds,
                            no_speech_prob=no_speech, avg_logprob=logprob)
-                for audio, (text, no_speech, logprob) in zip(audios, results)]
+                for audio, (text, no_speech, logprob) in zip(audios, results, strict=True)]
 
     def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int, prompt: str = "",
                         beams: int = 1) -> tuple[str, float, float]:
@@ -201,7 +204,7 @@ class WhisperASR(ASREngine):
             return_no_speech_prob=True, return_scores=True,  # score: the tokens' summed log-prob / their count
         )
         return [(self._text_within(result.sequences_ids[0], audio.size / ASR_RATE), float(result.no_speech_prob),
-                 float(result.scores[0])) for audio, result in zip(audios, results)]
+                 float(result.scores[0])) for audio, result in zip(audios, results, strict=True)]
 
     def _text_within(self, ids: list[int], duration: float) -> str:
         """The decoded text of the segments Whisper places before the audio's end (the padding is silence)."""

@@ -9,6 +9,7 @@ speech probability. The session's input buffer
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -21,13 +22,13 @@ CONTEXT = 64
 class SileroVAD:
     """One instance per audio stream (it carries state). ``load_session`` once, share the session."""
 
-    def __init__(self, session: "object", threshold: float = 0.5) -> None:
+    def __init__(self, session: Any, threshold: float = 0.5) -> None:
         self.session = session
         self.threshold = threshold
         self.reset()
 
     @staticmethod
-    def load_session(model: Path, threads: int = 1) -> "object":
+    def load_session(model: Path, threads: int = 1) -> object:
         import onnxruntime as ort
 
         opts = ort.SessionOptions()

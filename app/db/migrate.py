@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 _LOCK_KEY = 250_250_250
@@ -34,7 +35,7 @@ def load_migrations(folder: Path = MIGRATIONS_DIR) -> list[Migration]:
     return out
 
 
-async def migrate(conn: "object", migrations: list[Migration] | None = None) -> list[int]:
+async def migrate(conn: Any, migrations: list[Migration] | None = None) -> list[int]:
     """Apply pending migrations on an asyncpg connection; return the versions applied now."""
     migrations = load_migrations() if migrations is None else migrations
     await conn.execute(

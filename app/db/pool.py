@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from sub250.errors import DatabaseError
@@ -20,7 +19,7 @@ async def connect(dsn: str, *, timeout: float = 10.0) -> Any:
 
     try:
         return await asyncpg.connect(dsn, timeout=timeout)
-    except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise DatabaseError(
             f"cannot reach PostgreSQL at {_describe_dsn(dsn)}: {type(exc).__name__}: {exc}",
             "check DATABASE_URL (host, port, user, password, database) and that the server is up; "

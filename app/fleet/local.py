@@ -16,10 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sub250.errors import Sub250Error
 from sub250.fleet import haproxy, vllm_server
 from sub250.fleet.processes import Child, free_port
+
+if TYPE_CHECKING:
+    from sub250.db.embedded import EmbeddedPostgres
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +65,7 @@ class LocalFleet:
         self.replicas: list[Replica] = []
         self.database_url = ""
         self.stats_url = ""
-        self._pg = None
+        self._pg: EmbeddedPostgres | None = None
         self._children: list[Child] = []  # in start order; stopped in reverse
 
     # --- where things are --------------------------------------------------------------------------------
@@ -87,7 +91,7 @@ class LocalFleet:
 
     # --- start -------------------------------------------------------------------------------------------
 
-    async def __aenter__(self) -> "LocalFleet":
+    async def __aenter__(self) -> LocalFleet:
         try:
             await self.start()
         except BaseException:
@@ -123,8 +127,8 @@ class LocalFleet:
         from sub250.db.embedded import EmbeddedPostgres
 
         self.progress("PostgreSQL + pgvector (the embedded binaries, a server of their own)")
-        self._pg = EmbeddedPostgres(self.workdir / "pgdata")
-        self.database_url = await asyncio.to_thread(self._pg.start)
+        self._pg = pg = EmbeddedPostgres(self.workdir / "pgdata")
+        self.database_url = await asyncio.to_thread(pg.start)
 
     async def _start_vllm(self) -> None:
         self.progress(f"vLLM OpenAI server on CPU ({self.engine_profile}'s LLM)")

@@ -83,7 +83,7 @@ class Child:
             await asyncio.sleep(0.5)
 
     def send_signal(self, sig: int) -> None:
-        if self.running:
+        if self.proc is not None and self.proc.returncode is None:
             self.proc.send_signal(sig)
 
     async def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int | None:
@@ -94,7 +94,7 @@ class Child:
             self.proc.send_signal(sig)
             try:
                 await asyncio.wait_for(self.proc.wait(), timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("fleet: %s did not stop within %.0f s of signal %d: killed", self.name, timeout_s, sig)
         self._kill_group()
         if self.running:

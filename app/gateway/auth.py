@@ -12,9 +12,9 @@ restart.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
-import base64
 import json
 import secrets
 import time
@@ -64,7 +64,7 @@ class ApiKeys:
         self._secret_sessions: dict[str, tuple[str, int]] = {}
 
     @classmethod
-    def load(cls, env_keys: str, keys_file: Path | None, *, allow_anonymous: bool = False) -> "ApiKeys":
+    def load(cls, env_keys: str, keys_file: Path | None, *, allow_anonymous: bool = False) -> ApiKeys:
         keys = [k.strip() for k in env_keys.split(",") if k.strip()]
         if keys_file is not None and keys_file.exists():
             keys += [line.strip() for line in keys_file.read_text().splitlines()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,7 +87,7 @@ class LLMEngine(abc.ABC):
         return len(text) // 4 + 1
 
     @abc.abstractmethod
-    def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
+    def stream(self, request: LLMRequest) -> AsyncGenerator[TokenDelta, None]:
         """Stream the reply. Closing the iterator early aborts the request in the engine."""
 
     async def turn_end_logprob(self, text: str, request_id: str) -> float | None:

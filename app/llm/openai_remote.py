@@ -7,7 +7,7 @@ box(es), and this backend in the app servers (profile ``remote-vllm`` or ``backe
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from sub250.errors import EngineError
@@ -50,7 +50,7 @@ class OpenAIRemoteEngine(LLMEngine):
     def tokenize(self, messages: list[dict[str, str]]) -> list[int]:
         return []  # the remote server applies the chat template and tokenizes
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[TokenDelta, None]:
         from openai import omit
 
         try:

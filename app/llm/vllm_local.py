@@ -17,7 +17,7 @@ import math
 import os
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +151,7 @@ class VLLMLocalEngine(LLMEngine):
     def count_tokens(self, text: str) -> int:
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[TokenDelta]:
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[TokenDelta, None]:
         from vllm import SamplingParams
 
         if self._engine is None:

@@ -161,7 +161,7 @@ class TurnTimeline:
     def verdict(self) -> tuple[bool | None, list[str]]:
         """(meets the 250 ms budget, the stages over their ceilings). ``None`` until ttft is known."""
         s = self.spans()
-        over = [k for k, ceiling in CEILINGS.items() if s.get(k) is not None and s[k] > ceiling]
+        over = [k for k, ceiling in CEILINGS.items() if (v := s.get(k)) is not None and v > ceiling]
         ttft_ceiling = BUDGET_MS - (s["network_rtt"] or 0.0)
         if s["ttft"] is not None and s["ttft"] > ttft_ceiling:
             over.append("ttft")

@@ -108,6 +108,7 @@ def shutdown(timeout_s: float = FLUSH_S) -> None:
     _provider = _tracer = _exporter = None
     if provider is None:
         return
+    assert exporter is not None  # configure() sets both
     deadline = threading.Timer(timeout_s, exporter.shutdown)
     deadline.daemon = True
     deadline.start()

@@ -19,7 +19,7 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,6 +43,8 @@ CLIENT_EVENT_TYPES = frozenset({
     "response.cancel",
 })
 
+#: Who a message is from (the parser allows no other).
+Role = Literal["user", "assistant", "system"]
 ROLES = ("user", "system", "assistant")
 ITEM_TYPES = ("message", "function_call", "function_call_output")
 #: Content part types a message may carry (text only; audio and images are refused).
@@ -87,7 +89,7 @@ class TextPart:
 class MessageItem:
     """``conversation.item.create``'s ``item``, validated: a text message."""
 
-    role: str  # one of ROLES
+    role: Role  # one of ROLES
     content: tuple[TextPart, ...]
     #: The client's id for the item, or None (the server makes one).
     id: str | None = None

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from sub250.protocol.events import ProtocolError, encode_audio, error_event, new_id, server_event
+from sub250.protocol.client_events import Role
+from sub250.protocol.events import ProtocolError, encode_audio, error_event, server_event
 from sub250.protocol.session_config import SessionConfig
 
-Role = Literal["user", "assistant", "system"]
 #: The content part a message carries: caller audio (with its transcript), typed text, or the reply.
 PartType = Literal["input_audio", "input_text", "output_audio", "output_text"]
 

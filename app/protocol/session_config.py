@@ -124,7 +124,7 @@ class SessionConfig:
             wire["prompt"] = self.transcription_prompt
         return wire
 
-    def updated(self, session: Any, event_id: str | None = None) -> "SessionConfig":
+    def updated(self, session: Any, event_id: str | None = None) -> SessionConfig:
         """Apply a ``session.update`` payload; raise ProtocolError on the first bad field.
 
         Every field is type-checked, whatever the payload holds (``null`` = not given, except
@@ -258,12 +258,14 @@ def _turn_detection(td: Any, current: TurnDetection | None, event_id: str | None
     if td.get("threshold") is not None:
         out = replace(out, threshold=f.number(td["threshold"], f"{where}.threshold", event_id, 0.0, 1.0,
                                               open_range=True))
+    changes: dict[str, Any] = {}
     for key, lo, hi in (("silence_duration_ms", 100, 5000), ("prefix_padding_ms", 0, 2000)):
         if td.get(key) is not None:
-            out = replace(out, **{key: f.integer(td[key], f"{where}.{key}", event_id, lo, hi)})
+            changes[key] = f.integer(td[key], f"{where}.{key}", event_id, lo, hi)
     for key in ("create_response", "interrupt_response"):
         if td.get(key) is not None:
-            out = replace(out, **{key: f.boolean(td[key], f"{where}.{key}", event_id)})
+            changes[key] = f.boolean(td[key], f"{where}.{key}", event_id)
+    out = replace(out, **changes)
     if "idle_timeout_ms" in td:  # null turns it off
         value = td["idle_timeout_ms"]
         out = replace(out, idle_timeout_ms=None if value is None else

@@ -4,9 +4,10 @@ changed files are replaced atomically, files that disappeared are removed (only 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sub250.rag.about import About, read_about
 from sub250.rag.embedder import Embedder
@@ -56,7 +57,7 @@ async def ingest_folder(
         for i in range(0, len(doc.passages), batch):
             part = doc.passages[i : i + batch]
             vecs = await asyncio.to_thread(embedder.embed, [p.embed_text for p in part])
-            rows.extend((p.ordinal, p.title, p.content, p.metadata, v) for p, v in zip(part, vecs))
+            rows.extend((p.ordinal, p.title, p.content, p.metadata, v) for p, v in zip(part, vecs, strict=True))
             done += len(part)
             if progress:
                 progress(done, total, doc.source)

@@ -61,8 +61,8 @@ def parse_document(text: str, source: str) -> Document:
             if content:
                 passages.append(Passage(len(passages), title, content, {"document": doc_title}))
     else:
-        body = "\n".join(l for l in lines if not l.startswith("# "))
-        for para in re.split(r"\n\s*\n", body):
+        text = "\n".join(ln for ln in lines if not ln.startswith("# "))
+        for para in re.split(r"\n\s*\n", text):
             content = _squash(para)
             if content:
                 passages.append(Passage(len(passages), doc_title, content, {"document": doc_title}))

@@ -51,7 +51,7 @@ class RerankWeights:
                               "fix the profile's [embedder] rerank_weights")
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "RerankWeights":
+    def from_config(cls, cfg: Any) -> RerankWeights:
         if cfg is None:
             return cls()
         if not isinstance(cfg, dict) or not set(cfg) <= {"cosine", "sentence", "title", "fusion", "lexical"}:
@@ -81,7 +81,7 @@ class Reranker:
     async def _title_vectors(self, titles: Sequence[str]) -> list[np.ndarray]:
         missing = list(dict.fromkeys(t for t in titles if t not in self._titles))
         if missing:
-            for title, vector in zip(missing, await self._embed(missing)):
+            for title, vector in zip(missing, await self._embed(missing), strict=True):
                 self._titles[title] = vector
         out = []
         for t in titles:

@@ -8,8 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sub250.rag.base import BaseRetriever, Retrieval
 from sub250.errors import ConfigError
+from sub250.rag.base import BaseRetriever, Retrieval
 from sub250.rag.embedder import Embedder
 from sub250.rag.query_cache import QueryCache
 from sub250.rag.question import clean_question
@@ -36,7 +36,7 @@ class RetrievalOptions:
     weights: RerankWeights = RerankWeights()
 
     @classmethod
-    def from_stage(cls, cfg: dict[str, Any]) -> "RetrievalOptions":
+    def from_stage(cls, cfg: dict[str, Any]) -> RetrievalOptions:
         candidates = cfg.get("rerank_candidates", cls.candidates)
         if isinstance(candidates, bool) or not isinstance(candidates, int) or not 3 <= candidates <= 100:
             raise ConfigError(f"[embedder] rerank_candidates = {candidates!r} must be a whole number from 3 to 100",

@@ -45,7 +45,7 @@ class Vocabulary:
         self.stems = frozenset(stems)
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str]) -> "Vocabulary":
+    def from_texts(cls, texts: Iterable[str]) -> Vocabulary:
         """The stems (first :data:`STEM` letters) of every word of ``texts``, and their shorter beginnings down
         to three letters (what a short word of a question is looked up by)."""
         return cls(w[:n] for text in texts for w in _words(text) for n in range(min(3, len(w)), STEM + 1))

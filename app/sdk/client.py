@@ -134,7 +134,7 @@ class RealtimeClient:
         :mod:`sub250.sdk.tools`. Register before ``update_session``: the tools go with it."""
         return self.tools.tool(fn, **options)
 
-    async def __aenter__(self) -> "RealtimeClient":
+    async def __aenter__(self) -> RealtimeClient:
         await self.connect()
         return self
 
@@ -355,10 +355,10 @@ class RealtimeClient:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise asyncio.TimeoutError(f"turn not finished after {timeout} s (status {result.status!r})")
+                raise TimeoutError(f"turn not finished after {timeout} s (status {result.status!r})")
             try:
                 ev = await self.next_event(timeout=remaining if not done else min(remaining, 2.0))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if done:
                     return result  # no latency report followed (e.g. an empty transcript)
                 raise
@@ -374,5 +374,5 @@ class RealtimeClient:
                 done = True
                 if not until_latency:
                     return result
-            elif ev.type == "sub250.turn.latency" and result.latency.final and done:
+            elif ev.type == "sub250.turn.latency" and result.latency is not None and result.latency.final and done:
                 return result

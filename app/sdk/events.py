@@ -73,7 +73,7 @@ class TurnLatency:
     raw: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_event(cls, ev: ServerEvent) -> "TurnLatency":
+    def from_event(cls, ev: ServerEvent) -> TurnLatency:
         d = ev.data
         return cls(turn_id=d.get("turn_id", ""), final=bool(d.get("final")), outcome=d.get("outcome", ""),
                    marks=d.get("marks", {}), spans=d.get("spans", {}), beside=d.get("beside", {}),
@@ -102,5 +102,5 @@ class Sources:
     sources: list[dict[str, Any]]
 
     @classmethod
-    def from_event(cls, ev: ServerEvent) -> "Sources":
+    def from_event(cls, ev: ServerEvent) -> Sources:
         return cls(ev.data.get("response_id", ""), list(ev.data.get("sources", [])))

@@ -137,7 +137,7 @@ class ToolSet:
                 result = await asyncio.wait_for(tool.handler(**kwargs), tool.timeout_s)
             else:
                 result = await asyncio.wait_for(asyncio.to_thread(tool.handler, **kwargs), tool.timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             error = f"{name} did not answer within {tool.timeout_s if tool else 0:g} s"
         except Exception as exc:  # told to the model as the call's result: the turn goes on
             error = f"{name} failed: {type(exc).__name__}: {str(exc)[:300]}"

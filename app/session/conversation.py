@@ -17,7 +17,7 @@ from sub250.protocol import server_events as ev
 @dataclass
 class Item:
     id: str
-    role: str  # user | assistant | system (the parser allows no other)
+    role: ev.Role  # the parser allows no other
     #: The content part's type: caller audio, typed text, or a reply's audio or text.
     part: ev.PartType
     #: The transcript or text; ``None`` while a caller's audio is still being transcribed.

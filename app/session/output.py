@@ -24,7 +24,8 @@ OnSent = Callable[[int], None]
 class Transport(Protocol):
     #: Reply audio travels in events (``response.output_audio.delta``: WebSocket), in the session's output
     #: format; False: on a media track, whose codec the connection negotiated (WebRTC).
-    audio_in_events: bool
+    @property
+    def audio_in_events(self) -> bool: ...
 
     def send(self, event: dict[str, Any], *, tag: str | None = None, on_sent: OnSent | None = None) -> None:
         """Queue an event for the client; ``on_sent(ns)`` runs once it is written to the socket."""

@@ -337,7 +337,7 @@ class Reply:
     async def _speak(self, answerer: Any, plan: Any) -> None:
         """The reply's message item, its text as the plan gives it, and its audio."""
         tl, opts = self.turn.timeline, self.options
-        part = "output_audio" if opts.audio else "output_text"
+        part: ev.PartType = "output_audio" if opts.audio else "output_text"
         item = ev.message_item(self.item_id, "assistant", "in_progress", [])
         self._item_added = True
         self.output.send(ev.output_item_added(self.id, item))
@@ -472,7 +472,7 @@ class Reply:
         # The conversation keeps what the caller actually got: everything on completion; otherwise the words
         # whose audio left (a media track: was played) or, for a written reply, the text sent.
         kept = self.text if completed else self._heard()
-        part = "output_audio" if self.options.audio else "output_text"
+        part: ev.PartType = "output_audio" if self.options.audio else "output_text"
         item = Item(self.item_id, "assistant", part, kept, status="completed" if completed else "incomplete",
                     audio_ms=self.audio_sent_ms)
         in_history = self._item_added and (bool(kept) or completed)

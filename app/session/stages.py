@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,7 +164,8 @@ def record_tool_results(timeline: TurnTimeline, results: list[tuple[Any, Any]]) 
                                  for call, out in results]}
 
 
-async def generate(llm: LLMEngine, request: LLMRequest, timeline: TurnTimeline) -> AsyncIterator[TokenDelta]:
+async def generate(llm: LLMEngine, request: LLMRequest,
+                   timeline: TurnTimeline) -> AsyncGenerator[TokenDelta, None]:
     """The engine's stream with its counters recorded on the timeline; marks ``llm_submit``, ``first_token``.
     Yields only deltas that carry text."""
     timeline.mark("llm_submit")

@@ -89,7 +89,7 @@ class TurnDetector:
     @property
     def silence_ms(self) -> int:
         """Silence heard since the last speech window (0 while not speaking, or while speech goes on)."""
-        return self._endpointer.silence_run * WINDOW_MS
+        return int(self._endpointer.silence_run * WINDOW_MS)
 
     @property
     def holding(self) -> bool:

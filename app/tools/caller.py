@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ from sub250.tools.policy import ToolPolicy
 from sub250.tools.selector import EmbeddingSelector
 
 #: ``request -> the engine's deltas`` (``LLMEngine.stream``).
-Stream = Callable[[LLMRequest], AsyncIterator[TokenDelta]]
+Stream = Callable[[LLMRequest], AsyncGenerator[TokenDelta, None]]
 
 
 class ToolArgumentsError(Exception):

@@ -36,7 +36,7 @@ class ToolPolicy:
                               "max_tokens at least 8", "fix the profile's [tools] section")
 
     @classmethod
-    def from_stage(cls, cfg: dict[str, Any]) -> "ToolPolicy":
+    def from_stage(cls, cfg: dict[str, Any]) -> ToolPolicy:
         d = cls()
         return cls(selector=str(cfg.get("selector", d.selector)),
                    min_score=float(cfg.get("min_score", d.min_score)),

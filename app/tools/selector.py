@@ -38,7 +38,7 @@ class EmbeddingSelector:
         texts = [tool_text(t) for t in tools]
         missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
         if missing:
-            for text, vector in zip(missing, await self._embed(missing)):
+            for text, vector in zip(missing, await self._embed(missing), strict=True):
                 self._cache[text] = np.asarray(vector, dtype=np.float32)
         for text in texts:
             self._cache.move_to_end(text)

@@ -217,7 +217,8 @@ async def _realtime(request: web.Request) -> web.StreamResponse:
 
 async def close_connections(app: web.Application, code: int, reason: str) -> None:
     """Close every open realtime connection with ``code`` and hang up every WebRTC call; wait until done."""
-    sockets = list(app[SOCKETS])
+    open_now: set[WebSocketTransport] = app[SOCKETS]
+    sockets = list(open_now)
     for transport in sockets:
         transport.close_soon(code, reason)
     calls = list(app[BACKEND].calls.values())
@@ -233,7 +234,8 @@ def close_idle_connections(app: web.Application, code: int, reason: str) -> tupl
     spoken, transcribed or answered; everything sent). Returns (closed now, still busy); those already closing
     count as neither."""
     closed = busy = 0
-    for transport in list(app[SOCKETS]):
+    open_now: set[WebSocketTransport] = app[SOCKETS]
+    for transport in list(open_now):
         if transport.closing:
             continue
         if transport.idle:

@@ -68,13 +68,14 @@ class Outbox:
             self._shed()
 
     def purge(self, tag: str) -> int:
-        return self._drop(lambda item: item.tag == tag)
+        return self._drop(tag)
 
-    def _drop(self, match: Callable[[_Item], bool]) -> int:
+    def _drop(self, tag: str | None, *, audio_only: bool = False) -> int:
+        """Remove the queued items of ``tag`` (``audio_only``: its audio deltas only); how many."""
         keep: deque[_Item] = deque()
         dropped = 0
         for item in self._q:
-            if match(item):
+            if item.tag == tag and (item.audio or not audio_only):
                 dropped += 1
                 self.queued_bytes -= len(item.text)
             else:
@@ -88,7 +89,7 @@ class Outbox:
             if first is None:
                 break
             oldest = first.tag
-            n = self._drop(lambda item: item.audio and item.tag == oldest)
+            n = self._drop(oldest, audio_only=True)
             self.dropped_audio += n
             prometheus.OUTBOX_DROPPED_AUDIO.inc(n)
             log.warning("outbox over %d bytes: dropped %d queued audio deltas of response %s (client is slow)",

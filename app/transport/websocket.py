@@ -21,7 +21,6 @@ session is busy with an event.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Callable
@@ -136,7 +135,7 @@ class WebSocketTransport:
 
         try:
             received = await asyncio.wait_for(round_trip(), timeout)
-        except (asyncio.TimeoutError, ConnectionError, RuntimeError):
+        except (TimeoutError, ConnectionError, RuntimeError):
             return None  # timed out, or the socket is closing/closed: the RTT is unknown
         finally:
             self._pings.pop(payload, None)
@@ -159,7 +158,7 @@ class WebSocketTransport:
     async def _close(self, code: int, reason: str) -> None:
         try:
             await asyncio.wait_for(self.ws.close(code=code, message=reason.encode()), CLOSE_TIMEOUT_S)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # A peer that does not read never takes the close frame (it waits behind what it did not read):
             # drop the connection, so its socket and kernel buffers are freed now, not when the peer goes.
             log.info("realtime connection: close handshake timed out; connection aborted")
