@@ -4,8 +4,6 @@ then by arrival: a caller who waits for a reply is served before a partial trans
 A waiter's urgency may be a callable, read each time a slot frees: a reply prepared at a pause asks as
 speculative work and is served as committed work once the commit adopts it, without asking again. A caller may
 ask to ``leave_free`` slots: background work that never takes the last slot, so urgent work never waits behind it.
-A holder may also take waiters along (:meth:`PrioritySlots.take`): work one call can do for several at once
-(Whisper's batched finals), which then need no slot of their own.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ import asyncio
 import itertools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -27,10 +25,8 @@ class _Waiter:
     urgency: Urgency
     leave_free: int
     order: int
-    #: True: granted a slot; False: taken along by a holder (no slot of its own).
-    granted: asyncio.Future[bool] = field(repr=False)
-    #: What the caller said of its work (for :meth:`PrioritySlots.take`); None: never taken along.
-    tag: Any = None
+    #: Set once the waiter holds a slot.
+    granted: asyncio.Future[None] = field(repr=False)
 
     def key(self) -> tuple[int, int]:
         urgency = self.urgency() if callable(self.urgency) else self.urgency
@@ -65,24 +61,23 @@ class PrioritySlots:
         """A caller asking to leave ``leave_free`` slots would get one now, with nobody waiting before it."""
         return not self._waiters and self.slots - self._held > leave_free
 
-    async def acquire(self, urgency: Urgency = 0, *, leave_free: int = 0, tag: Any = None) -> bool:
-        """Wait for a slot: True once one is held (give it back with :meth:`release`); False when a holder took
-        this waiter along (``tag`` not None: see :meth:`take`), and no slot is held."""
-        waiter = _Waiter(urgency, leave_free, next(self._order), asyncio.get_running_loop().create_future(), tag)
+    async def acquire(self, urgency: Urgency = 0, *, leave_free: int = 0) -> None:
+        """Wait until a slot is held (give it back with :meth:`release`)."""
+        waiter = _Waiter(urgency, leave_free, next(self._order), asyncio.get_running_loop().create_future())
         self._waiters.append(waiter)
         self._hand_on()  # granted at once when it is first in line and a slot is free for it
         try:
-            return await waiter.granted
+            await waiter.granted
         except asyncio.CancelledError:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
                 self._hand_on()  # it may have held back a waiter that leaves fewer slots free
-            elif waiter.granted.done() and not waiter.granted.cancelled() and waiter.granted.result():
+            elif waiter.granted.done() and not waiter.granted.cancelled():
                 self.release()  # handed a slot as we were cancelled: hand it on
             raise
 
     async def hold_until_done(self, start: Callable[[], Awaitable[T]]) -> T:
-        """With a slot held (``acquire`` returned True): start the work and give the slot back when it has
+        """With a slot held (``acquire`` returned): start the work and give the slot back when it has
         really finished, not when its caller stops waiting. A caller cancelled returns at once, while work that
         cannot be stopped (a call on an engine's thread) keeps its slot, and the next waiter waits, until done."""
         try:
@@ -92,17 +87,6 @@ class PrioritySlots:
             raise
         running.add_done_callback(lambda _: self.release())
         return await asyncio.shield(running)
-
-    def take(self, matches: Callable[[Any], bool], limit: int) -> list[Any]:
-        """Take up to ``limit`` waiters whose tag ``matches``, most urgent first, out of the line: their
-        ``acquire`` returns False, and the caller does their work. Returns their tags."""
-        queue = self._waiters if self.fifo else sorted(self._waiters, key=_Waiter.key)
-        taken = [w for w in queue if w.tag is not None and not w.granted.done() and matches(w.tag)][:max(limit, 0)]
-        for waiter in taken:
-            self._waiters.remove(waiter)
-            waiter.granted.set_result(False)
-        self._hand_on()  # a taken waiter may have held back one behind it
-        return [w.tag for w in taken]
 
     def release(self) -> None:
         if self._held <= 0:
@@ -121,4 +105,4 @@ class PrioritySlots:
                 return  # the first in line waits for a slot; nobody behind it jumps ahead
             self._waiters.remove(first)
             self._held += 1
-            first.granted.set_result(True)
+            first.granted.set_result(None)

@@ -22,7 +22,7 @@ STAGE_KEYS: dict[str, dict[str, tuple[type, ...] | type]] = {
     "asr": {"source": _S, "model_parts": _L, "sha256": _S, "device": _S, "compute_type": _S, "beam_size": _I,
             "final_beam_size": _I, "cpu_threads": _I, "full_window_cpu_threads": _I, "window": _S,
             "partial_window": _S, "window_padding_s": _NUM, "partials": _B, "workers": _I, "scheduling": _S,
-            "max_batch": _I, "prompt": _S, "no_repeat_ngram_size": _I, "onednn_primitive_cache": _I},
+            "prompt": _S, "no_repeat_ngram_size": _I, "onednn_primitive_cache": _I},
     "embedder": {"source": _S, "sha256": _S, "tokenizer": _S, "dim": _I, "intra_op_threads": _I, "workers": _I,
                  "max_tokens": _I, "memory_arena": _B, "query_cache_entries": _I, "query_cache_ttl_s": _NUM,
                  "near_duplicate_cosine": _NUM, "hybrid": _B, "hybrid_text_weight": _NUM, "clean_questions": _B,

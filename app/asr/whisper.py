@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,6 @@ SCHEDULING = ("need", "arrival")
 MAX_WORKERS = 8
 #: ``[asr] beam_size`` / ``final_beam_size``: CTranslate2's beam search width.
 MAX_BEAMS = 10
-#: ``[asr] max_batch``: finals transcribed in one call at most.
-MAX_BATCH = 8
 
 
 class WhisperASR(ASREngine):
@@ -57,12 +55,7 @@ class WhisperASR(ASREngine):
                 raise ConfigError(f"[asr] {key} = {value!r} is not a whole number from 1 to {MAX_BEAMS}",
                                   "1 decodes greedily (fastest); final_beam_size = 2 searches two beams for "
                                   "the transcripts a reply answers")
-        max_batch = cfg.get("max_batch", 1)
-        if not isinstance(max_batch, int) or isinstance(max_batch, bool) or not 1 <= max_batch <= MAX_BATCH:
-            raise ConfigError(f"[asr] max_batch = {max_batch!r} is not a whole number from 1 to {MAX_BATCH}",
-                              "1 transcribes each final in its own call; 2 lets a free worker take two "
-                              "waiting finals at once")
-        super().__init__(workers=workers, fifo=scheduling == "arrival", max_batch=max_batch)
+        super().__init__(workers=workers, fifo=scheduling == "arrival")
         #: Beams for partials and interruption checks, and for the transcripts a reply answers.
         self.beam_size, self.final_beam_size = beams["beam_size"], beams["final_beam_size"]
         self.scheduling = scheduling
@@ -142,36 +135,11 @@ class WhisperASR(ASREngine):
         # Bound decoding: ~4 tokens/s of speech is generous; stops hallucinated repetition loops.
         return window, prompt, int(min(224, 16 + audio_seconds * 6))
 
-    def batch_key(self, audio: np.ndarray, *, window: str | None, prompt: str | None) -> tuple[str, str] | None:
-        """Finals on the cut window with the same prompt share one encoder pass and one batched decode."""
-        window, prompt, _ = self._settings(audio.size / ASR_RATE, window, prompt)
-        return ("audio", prompt) if window == "audio" else None
-
-    def transcribe_batch(self, audios: list[np.ndarray], key: Hashable) -> list[Transcript]:
-        """Finals of one :meth:`batch_key` in one call (``final_beam_size`` beams), each padded with silence to
-        the longest plus ``window_padding_s``; every transcript's ``compute_seconds`` is the whole call's."""
-        if self.model is None:
-            raise RuntimeError("ASR model not loaded")
-        t0 = time.perf_counter()
-        assert isinstance(key, tuple), key  # batch_key's ("audio", prompt)
-        _, prompt, max_new_tokens = self._settings(max(a.size for a in audios) / ASR_RATE, "audio", key[1])
-        results = self.transcribe_cut_batch(audios, max_new_tokens, prompt, self.final_beam_size)
-        seconds = time.perf_counter() - t0
-        return [Transcript(text=text, audio_seconds=audio.size / ASR_RATE, compute_seconds=seconds,
-                           no_speech_prob=no_speech, avg_logprob=logprob)
-                for audio, (text, no_speech, logprob) in zip(audios, results, strict=True)]
-
     def _transcribe_cut(self, audio: np.ndarray, max_new_tokens: int, prompt: str = "",
                         beams: int = 1) -> tuple[str, float, float]:
-        """One encoder pass over the utterance plus padding (not Whisper's fixed 30 s), then decoding.
-        Returns the text, the no-speech probability and the mean log-probability of the decoded tokens."""
-        return self.transcribe_cut_batch([audio], max_new_tokens, prompt, beams)[0]
-
-    def transcribe_cut_batch(self, audios: list[np.ndarray], max_new_tokens: int, prompt: str = "",
-                             beams: int = 1) -> list[tuple[str, float, float]]:
-        """The cut window for one or more utterances in one encoder pass and one batched decode (each padded
-        with silence to the longest plus ``window_padding_s``). Returns, per utterance, the text, the
-        no-speech probability and the mean log-probability of the decoded tokens.
+        """One encoder pass over the utterance plus ``window_padding_s`` of silence (not Whisper's fixed 30 s),
+        then decoding. Returns the text, the no-speech probability and the mean log-probability of the decoded
+        tokens.
 
         faster-whisper always pads the features to 3000 frames (30 s), and the encoder's cost grows with its
         input: on tiny.en int8, 1 thread, 3000 frames take ~450 ms, 400 frames ~15 ms. The padding is real
@@ -181,14 +149,11 @@ class WhisperASR(ASREngine):
         from faster_whisper.tokenizer import Tokenizer
 
         pad = int(float(self.cfg.get("window_padding_s", 2.0)) * ASR_RATE)
-        length = max(a.size for a in audios) + pad
-        features = []
-        for audio in audios:
-            padded = np.zeros(length, dtype=np.float32)
-            padded[:audio.size] = audio
-            features.append(self.model.feature_extractor(padded, chunk_length=30)[:, :-1])
+        padded = np.zeros(audio.size + pad, dtype=np.float32)
+        padded[:audio.size] = audio
+        features = self.model.feature_extractor(padded, chunk_length=30)[:, :-1]
         encoder_output = self.model.model.encode(ctranslate2.StorageView.from_array(np.ascontiguousarray(
-            np.stack(features))))
+            features[np.newaxis])))
         if self._tokenizer is None:
             self._tokenizer = Tokenizer(self.model.hf_tokenizer, self.model.model.is_multilingual,
                                         task="transcribe", language="en")
@@ -198,13 +163,14 @@ class WhisperASR(ASREngine):
         previous = tok.encode(" " + prompt) if prompt else []
         prompt_ids = self.model.get_prompt(tok, previous, without_timestamps=False)
         results = self.model.model.generate(
-            encoder_output, [prompt_ids] * len(audios), beam_size=beams,
+            encoder_output, [prompt_ids], beam_size=beams,
             max_length=len(prompt_ids) + max_new_tokens, suppress_blank=True, suppress_tokens=[-1],
             no_repeat_ngram_size=int(self.cfg.get("no_repeat_ngram_size", 3)),  # short windows loop otherwise
             return_no_speech_prob=True, return_scores=True,  # score: the tokens' summed log-prob / their count
         )
-        return [(self._text_within(result.sequences_ids[0], audio.size / ASR_RATE), float(result.no_speech_prob),
-                 float(result.scores[0])) for audio, result in zip(audios, results, strict=True)]
+        result = results[0]
+        return (self._text_within(result.sequences_ids[0], audio.size / ASR_RATE), float(result.no_speech_prob),
+                float(result.scores[0]))
 
     def _text_within(self, ids: list[int], duration: float) -> str:
         """The decoded text of the segments Whisper places before the audio's end (the padding is silence)."""
@@ -239,7 +205,6 @@ class WhisperASR(ASREngine):
             "workers": self.workers,
             "beam_size": self.beam_size,
             "final_beam_size": self.final_beam_size,
-            "max_batch": self.max_batch,
         }
 
 

@@ -2,6 +2,10 @@
 """Concurrent finals batched, or not: what the default profile's Whisper does with K finals that arrive at once
 (#12 item 5: several callers commit together).
 
+Ran against ``[asr] max_batch`` (ASREngine.batch_key / transcribe_batch), which was removed after this probe's
+result (docs/lab/JOURNAL.md §35: batching finished no sooner than two workers); kept as the record of how that
+figure was made, it no longer runs on the current code.
+
     .venv/bin/python docs/lab/probes/probe_asr_batching.py [--concurrent 2,4] [--rounds 5] [--workers W]
         [--cpu-threads T] [--out reports/asr-batching.json]
 
