@@ -103,7 +103,8 @@ def small_corpus(speak, real_audio, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def speak(stack, tmp_path_factory):
-    """Text -> a WAV of it spoken by the Piper voice (22.05 kHz), with 300 ms of silence before."""
+    """Text -> a WAV of it spoken by the Piper voice (22.05 kHz), with 300 ms of silence before: rendered with
+    no noise (``PiperTTS.render``), so a test hears the same audio on every run."""
     import numpy as np
     import soundfile as sf
 
@@ -112,9 +113,8 @@ def speak(stack, tmp_path_factory):
 
     def make(text: str) -> Path:
         if text not in cache:
-            chunks = list(stack.tts.synthesize(text))
-            pcm = np.frombuffer(b"".join(c.pcm16 for c in chunks), dtype="<i2")
-            rate = chunks[0].sample_rate
+            pcm16, rate = stack.tts.render(text)
+            pcm = np.frombuffer(pcm16, dtype="<i2")
             audio = np.concatenate([np.zeros(int(0.3 * rate), dtype="<i2"), pcm])
             path = folder / f"q{len(cache)}.wav"
             sf.write(path, audio, rate, subtype="PCM_16")

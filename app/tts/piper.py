@@ -59,6 +59,19 @@ class PiperTTS(TTSEngine):
         for chunk in self.voice.synthesize(text):
             yield AudioChunk(pcm16=chunk.audio_int16_bytes, sample_rate=chunk.sample_rate)
 
+    def render(self, text: str) -> tuple[bytes, int]:
+        """``text`` spoken with no generator or phoneme-width noise (Piper samples both afresh on every call
+        otherwise): the same PCM16 bytes on every call, and their sample rate. The tests' and the replay
+        corpus's synthesized speech, so what reaches Whisper is the same from run to run; callers hear
+        :meth:`synthesize`'s livelier voice."""
+        from piper.config import SynthesisConfig
+
+        fixed = SynthesisConfig(noise_scale=0.0, noise_w_scale=0.0)
+        chunks = list(self.voice.synthesize(text, syn_config=fixed))
+        if not chunks:
+            raise ValueError(f"Piper rendered no audio for {text!r}")
+        return b"".join(c.audio_int16_bytes for c in chunks), chunks[0].sample_rate
+
     def describe(self) -> dict[str, Any]:
         from importlib.metadata import version
 

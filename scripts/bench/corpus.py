@@ -1,5 +1,6 @@
-"""The replay corpus: spoken questions about the sample knowledge base, synthesized with the Piper voice
-from ``scripts/corpus/questions.json`` (texts are the references), plus the real recordings in
+"""The replay corpus: spoken questions about the sample knowledge base, rendered by the Piper voice with no
+noise (``PiperTTS.render``: the same WAV on every machine and run) from ``scripts/corpus/questions.json`` (texts
+are the references), plus the real recordings in
 ``tests/data/audio`` (see its README for their sources and licences)."""
 
 from __future__ import annotations
@@ -37,14 +38,13 @@ def synthesize_texts(items: list[tuple[str, str]], out_dir: Path, tts: object | 
     out_dir.mkdir(parents=True, exist_ok=True)
     utts = []
     for uid, text in items:
-        digest = hashlib.sha1(text.encode()).hexdigest()[:8]
+        digest = hashlib.sha1(b"fixed:" + text.encode()).hexdigest()[:8]  # not a noisy rendering of before
         path = out_dir / f"{uid}-{digest}.wav"
         if not path.exists():
             if tts is None:
                 tts = _load_tts()
-            chunks = list(tts.synthesize(text))
-            rate = chunks[0].sample_rate
-            pcm = np.frombuffer(b"".join(c.pcm16 for c in chunks), dtype="<i2")
+            pcm16, rate = tts.render(text)  # type: ignore[attr-defined]
+            pcm = np.frombuffer(pcm16, dtype="<i2")
             audio = np.concatenate([np.zeros(int(lead_silence_s * rate), dtype="<i2"), pcm])
             tmp = path.with_suffix(".tmp.wav")
             sf.write(tmp, audio, rate, subtype="PCM_16")

@@ -33,8 +33,8 @@ def question(settings):
     m = prepare(profile, settings.models_dir, stages=("tts",))["tts"]
     tts = PiperTTS(m["model"], m["config"], profile.stage("tts"))
     tts.load()
-    chunks = list(tts.synthesize(QUESTION))
-    return resample(pcm16_to_float32(b"".join(c.pcm16 for c in chunks)), chunks[0].sample_rate, ASR_RATE)
+    pcm16, rate = tts.render(QUESTION)
+    return resample(pcm16_to_float32(pcm16), rate, ASR_RATE)
 
 
 def cut_mid_word(audio: np.ndarray) -> np.ndarray:
