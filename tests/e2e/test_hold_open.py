@@ -2,10 +2,9 @@
 an order number, "My order number is four five ... seven two, where is it?", with a pause longer than server_vad's
 500 ms, is one turn, not two.
 
-The words before the pause end on a number, which Whisper base wrote as digits ("45", "4.5", "4-5") in 10 of 10
-Piper renderings (``scripts/probe_turn_words.py``, 2026-12-03); "How far from the" was held in 7 of 10 (heard as
-"…them?" or "…it?" otherwise: no hold then, rightly, those words may end a turn), and "What happens to my" in 10
-of 10 there but 7 of 10 in an earlier ad-hoc run of the same probe - Piper's voice varies between renderings."""
+The words before the pause end on a number: the tests' fixed Piper rendering (no noise, the same on every run) is
+heard "My order number is 4.5." and "7-2, where is it?" by Whisper base. (Picked when renderings still varied:
+digits in 10 of 10 live ones, where "How far from the" held in only 7 of 10 - docs/lab/JOURNAL.md.)"""
 
 import numpy as np
 import pytest
