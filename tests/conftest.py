@@ -104,22 +104,14 @@ def small_corpus(speak, real_audio, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def speak(stack, tmp_path_factory):
     """Text -> a WAV of it spoken by the Piper voice (22.05 kHz), with 300 ms of silence before: rendered with
-    no noise (``PiperTTS.render``), so a test hears the same audio on every run."""
-    import numpy as np
-    import soundfile as sf
+    no noise (``PiperTTS.render``), so a test hears the same audio on every run. The replay corpus's writer
+    (scripts/bench/corpus.py), which keeps one file per text."""
+    from scripts.bench.corpus import synthesize_texts
 
     folder = tmp_path_factory.mktemp("speech")
-    cache: dict[str, Path] = {}
 
     def make(text: str) -> Path:
-        if text not in cache:
-            pcm16, rate = stack.tts.render(text)
-            pcm = np.frombuffer(pcm16, dtype="<i2")
-            audio = np.concatenate([np.zeros(int(0.3 * rate), dtype="<i2"), pcm])
-            path = folder / f"q{len(cache)}.wav"
-            sf.write(path, audio, rate, subtype="PCM_16")
-            cache[text] = path
-        return cache[text]
+        return synthesize_texts([("q", text)], folder, stack.tts)[0].path
 
     return make
 

@@ -9,6 +9,10 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sub250.tts.piper import PiperTTS
 
 REPO = Path(__file__).resolve().parents[2]
 QUESTIONS = REPO / "scripts" / "corpus" / "questions.json"
@@ -23,13 +27,13 @@ class Utterance:
     kind: str  # "synthetic" | "real"
 
 
-def synthesize_corpus(out_dir: Path, tts: object | None = None, *, lead_silence_s: float = 0.3) -> list[Utterance]:
+def synthesize_corpus(out_dir: Path, tts: PiperTTS | None = None, *, lead_silence_s: float = 0.3) -> list[Utterance]:
     """Write one WAV per question of the replay corpus (cached by text hash); return the utterances."""
     questions = json.loads(QUESTIONS.read_text())
     return synthesize_texts([(q["id"], q["text"]) for q in questions], out_dir, tts, lead_silence_s=lead_silence_s)
 
 
-def synthesize_texts(items: list[tuple[str, str]], out_dir: Path, tts: object | None = None, *,
+def synthesize_texts(items: list[tuple[str, str]], out_dir: Path, tts: PiperTTS | None = None, *,
                      lead_silence_s: float = 0.3) -> list[Utterance]:
     """One WAV per ``(id, text)`` spoken by the Piper voice (cached by text hash); the texts are the references."""
     import numpy as np
@@ -43,7 +47,7 @@ def synthesize_texts(items: list[tuple[str, str]], out_dir: Path, tts: object | 
         if not path.exists():
             if tts is None:
                 tts = _load_tts()
-            pcm16, rate = tts.render(text)  # type: ignore[attr-defined]
+            pcm16, rate = tts.render(text)
             pcm = np.frombuffer(pcm16, dtype="<i2")
             audio = np.concatenate([np.zeros(int(lead_silence_s * rate), dtype="<i2"), pcm])
             tmp = path.with_suffix(".tmp.wav")
@@ -53,7 +57,7 @@ def synthesize_texts(items: list[tuple[str, str]], out_dir: Path, tts: object | 
     return utts
 
 
-def _load_tts() -> object:
+def _load_tts() -> PiperTTS:
     from sub250.config import Settings
     from sub250.modelstore import prepare
     from sub250.profiles import load_profile
