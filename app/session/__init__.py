@@ -1,8 +1,9 @@
-"""One conversation: a small conductor (``session.py``) over parts that never call back into it.
+"""One conversation: a small facade (``session.py``) over parts that return decisions and never call back.
 
-``input_buffer`` (caller audio in windows), ``listening`` (partials, retrieval ahead), ``speculation`` (the
-reply held at the first pause), ``conversation`` (typed items), ``reply`` (one reply's state machine) over
-``stages`` (ASR, retrieval, prompt, generation, speech), ``output`` (the transport as the session sees it).
+``recognition`` (the caller's side: ``input_buffer``, ``turn_detection``, ``pauses``, ``arbiter``,
+``speculation``, ``listening``; the caller's state in ``caller``), ``responses`` (the response slot) over
+``reply`` (one reply's state machine) and its ``stages`` (ASR, retrieval, prompt, generation, speech),
+``conversation`` (typed items), ``output`` (the transport as the session sees it).
 Wire shapes are built in :mod:`app.protocol`; transports hand the session parsed events and PCM.
 """
 

@@ -18,7 +18,7 @@ def nudge_after(td: Any, reply: Any, *, transcription_only: bool) -> float | Non
     nudge itself)."""
     if td is None or td.idle_timeout_ms is None or transcription_only or reply.idle or not reply.completed:
         return None
-    return (td.idle_timeout_ms + reply.playback_left_ms()) / 1000
+    return (td.idle_timeout_ms + reply.delivery.playback_left_ms()) / 1000
 
 
 class IdleTimer:

@@ -9,8 +9,9 @@ may hold the pause open or end it early (as Pipecat's ``turns/user_stop/`` strat
   ends at ``finished_commit_ms`` of silence, unfinished words hold to ``unfinished_hold_ms``;
 * **semantic** (``semantic_vad``): the end-of-turn model calls the pause complete; words that end open veto it.
 
-:class:`PausePolicy` returns decisions about a :class:`Pause` (:class:`EndTurn`, :class:`HoldOn`) or None; the
-session carries a decision out only while the caller is still in that pause. It never calls back.
+:class:`PausePolicy` returns decisions about a :class:`Pause` (:class:`EndTurn`, :class:`HoldOn`) or None, and
+says what one comes to while the caller is still in that pause (:meth:`PausePolicy.outcome`: where the speech
+stops, or nothing). It never calls back.
 """
 
 from __future__ import annotations
@@ -88,6 +89,35 @@ class PausePolicy:
     @property
     def tuning(self) -> PipelineTuning:
         return self._tuning()
+
+    # --- what a decision comes to ---------------------------------------------------------------------
+
+    def outcome(self, decision: Decision | None, turn: UserTurn | None) -> int | None:
+        """Carry ``decision`` out for the caller's ``turn`` now: the last speech window where the turn's speech
+        stops, or None - the pause holds on, or the decision is void (the caller spoke again, or the turn
+        ended, meanwhile)."""
+        if decision is None or not self.still_in(decision.pause, turn) or \
+                (decision.held_only and not self.detector.holding):
+            return None
+        if isinstance(decision, HoldOn) and (not decision.rehold or self.detector.rehold(decision.ms)):
+            self.held_open(decision.words, decision.ms)
+            return None
+        finished = isinstance(decision, EndTurn) and decision.finished
+        if finished:
+            self.finished = None
+        if (stopped := self.detector.end_now()) is None:
+            return None
+        if finished:
+            self.stats.pause_finished()
+        return stopped.window
+
+    def still_in(self, pause: Pause, turn: UserTurn | None) -> bool:
+        """The caller is still in ``pause`` of ``turn`` (no speech since, no commit)."""
+        return turn is pause.turn and self.detector.speaking and self.detector.last_speech_window == pause.last_window
+
+    def held_open(self, words: str, ms: int) -> None:
+        self.stats.pause_held_open()
+        log.info("the words go on (%r): the pause goes on to %d ms", words[-40:], ms)
 
     # --- the reading of words ------------------------------------------------------------------------
 
@@ -181,7 +211,7 @@ class PausePolicy:
         if judgement is not None:
             hold, words = self._hold_ms(judgement), judgement.words
         else:
-            words = await held.words(max(0, self.tuning.hold_open_ms - self.detector.silence_ms) / 1000)
+            words = await held.words.wait(max(0, self.tuning.hold_open_ms - self.detector.silence_ms) / 1000)
             hold = None if words is None else self.tuning.hold_open_ms if ends_open(words) else 0
         if hold is None or words is None:
             return None
@@ -214,6 +244,6 @@ class PausePolicy:
         if timing is None or p < timing.threshold:
             return None  # not complete
         if held is not None and self.tuning.hold_open_ms and \
-                (words := await held.words(timing.cap_ms / 1000)) is not None and ends_open(words):
+                (words := await held.words.wait(timing.cap_ms / 1000)) is not None and ends_open(words):
             return HoldOn(pause, words, timing.cap_ms)  # "complete" vetoed
         return EndTurn(pause)

@@ -15,26 +15,21 @@ import contextlib
 import enum
 import logging
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from sub250 import logs
 from sub250.asr.base import Need
-from sub250.audio.rates import OUTPUT_RATE
-from sub250.metrics.timeline import now_ns
 from sub250.protocol import server_events as ev
-from sub250.protocol import tools as t
 from sub250.protocol.events import ProtocolError, new_id
-from sub250.protocol.session_config import SessionConfig
-from sub250.session import stages
-from sub250.session.conversation import Conversation, FunctionCall, Item
+from sub250.session import answer_plan, reply_end, stages
+from sub250.session.conversation import FunctionCall, Item
+from sub250.session.delivery import Delivery
 from sub250.session.output import ReplyOutput
-from sub250.session.stats import SessionStats
-from sub250.session.tuning import PipelineTuning
-from sub250.session.turn import UserTurn
-from sub250.tools import ToolArgumentsError, ToolCall
+from sub250.session.reply_context import ReplyContext, ReplyOptions
+from sub250.session.turn import UserTurn, Words
+from sub250.tools import ToolCall
 from sub250.tts.base import SpeechNeed
 
 log = logging.getLogger(__name__)
@@ -54,55 +49,16 @@ ACTIVE = (ReplyState.HELD, ReplyState.LIVE)
 STATUS = {ReplyState.DONE: "completed", ReplyState.CANCELLED: "cancelled", ReplyState.FAILED: "failed"}
 
 
-@dataclass(frozen=True)
-class ReplyOptions:
-    """What this reply does, resolved from the session's configuration and a ``response.create``'s overrides."""
-
-    instructions: str
-    modalities: tuple[str, ...]
-    max_tokens: int
-    tools: tuple[t.FunctionTool, ...] = ()
-    tool_choice: t.ToolChoice = t.AUTO
-    #: The session's transcription prompt for the caller's words this reply transcribes (None: the profile's).
-    transcription_prompt: str | None = None
-    #: ``response.create``'s ``metadata``, echoed on the response object (clients match their request by it).
-    metadata: dict[str, str] | None = None
-    #: ``session.sub250.grounding``: False, the client turned the gate and the extract off (the LLM answers freely).
-    grounding: bool = True
-
-    @property
-    def audio(self) -> bool:
-        return "audio" in self.modalities
-
-    @property
-    def may_call_tools(self) -> bool:
-        return bool(self.tools) and self.tool_choice.mode != "none"
-
-    @classmethod
-    def resolve(cls, config: SessionConfig, overrides: Any = None) -> ReplyOptions:
-        """The session's settings with a ``response.create``'s overrides (already validated) applied; a
-        ``tool_choice`` naming a function that is not among the resulting tools is refused (ProtocolError)."""
-        tools = config.tools if overrides is None or overrides.tools is None else overrides.tools
-        choice = (overrides and overrides.tool_choice) or config.tool_choice
-        t.check_choice(choice, tools, "response.tool_choice", None)
-        return cls(instructions=(overrides and overrides.instructions) or config.instructions,
-                   modalities=(overrides and overrides.output_modalities) or config.output_modalities,
-                   max_tokens=(overrides and overrides.max_output_tokens) or config.max_output_tokens,
-                   tools=tools, tool_choice=choice, transcription_prompt=config.transcription_prompt,
-                   metadata=overrides.metadata if overrides is not None else None, grounding=config.grounding)
-
-
 class Reply:
-    def __init__(self, turn: UserTurn, options: ReplyOptions, *, stack: Any, tuning: PipelineTuning,
-                 conversation: Conversation, output: ReplyOutput, stats: SessionStats, conversation_id: str,
+    def __init__(self, context: ReplyContext, turn: UserTurn, options: ReplyOptions, output: ReplyOutput, *,
                  audio: np.ndarray | None = None, started_ns: int = 0, idle: bool = False) -> None:
         """``audio``: the caller's speech still to transcribe (None: ``turn.transcript`` is the question).
         ``output`` held: the reply is speculative until :meth:`adopt`. ``idle``: the nudge after the caller's
         long silence (``idle_timeout_ms``), not an answer."""
         self.id, self.item_id = output.response_id, output.item_id
-        self.turn, self.options, self.stack, self.tuning = turn, options, stack, tuning
-        self.conversation, self.output, self.stats = conversation, output, stats
-        self.conversation_id = conversation_id
+        self.context, self.turn, self.options, self.output = context, turn, options, output
+        self.stack, self.tuning, self.stats = context.stack, context.tuning, context.stats
+        self.conversation = context.conversation
         self.audio = audio
         self.started_ns = started_ns
         self.idle = idle
@@ -112,20 +68,10 @@ class Reply:
         self.cancel_reason = "client_cancelled"
         self.engine_request_id = f"{self.id}-{new_id('req')[-6:]}"
         self.task: asyncio.Task | None = None
-        #: The caller's words this reply answers once transcribed (``transcribed`` is set then); a text turn's at once.
-        self.question: str | None = None if audio is not None else turn.transcript
-        self.transcribed = asyncio.Event()
-        if self.question is not None:
-            self.transcribed.set()
-        #: Generated text; what of it was written to the client; reply audio handed to / sent by the transport.
-        self.text = ""
-        self.text_sent = ""
-        self.audio_queued_ms = 0.0
-        self.audio_sent_ms = 0.0
-        #: Words of the reply whose audio has left (on a media track: was played), from the TTS chunks' words.
-        self.words_sent = 0.0
-        self._text_queued = False
-        self._item_added = False  # the reply's output item was announced (a reply to silence has none)
+        #: The caller's words this reply answers: a text turn's at once, a spoken one's once transcribed.
+        self.words = Words(None if audio is not None else turn.transcript)
+        #: What of the reply reached the client.
+        self.delivery = Delivery(options.audio, turn.timeline)
         self._speaker: stages.Speaker | None = None
         #: Paused with ``[interruption] hold_speech``: the speaker synthesizes nothing new until resumed.
         self._speech_held = False
@@ -133,23 +79,18 @@ class Reply:
         self._call: FunctionCall | None = None
         #: The item the reply follows in the conversation: the question, or the last tool output it answers from.
         self._after = turn.item_id
-        #: The reply's item in the conversation once finished: audio leaving later still counts for truncation.
-        self._item: Item | None = None
         #: Set when the stages end: (status, error). The reply is finished once that is told to the client.
         self._ended: tuple[str, BaseException | None] | None = None
         self._final_reported = False
-        #: The answer has started (any path): from here the turn gets a final latency report.
+        #: The answer has started (any path), its output item announced (a reply to silence has none): from here
+        #: the turn gets a final latency report.
         self._answering = False
         self._waiting_rtt = False
 
-    async def words(self, timeout_s: float) -> str | None:
-        """The caller's words this reply answers, waiting at most ``timeout_s`` for their transcription; None when
-        they are not known by then."""
-        try:
-            await asyncio.wait_for(self.transcribed.wait(), timeout_s)
-        except TimeoutError:
-            return None
-        return self.question
+    @property
+    def question(self) -> str | None:
+        """The caller's words this reply answers, if known yet (``words.wait`` waits for them)."""
+        return self.words.text
 
     # --- lifecycle (the session calls these) ---------------------------------------------------------
 
@@ -163,7 +104,7 @@ class Reply:
 
     def start(self, spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task]) -> None:
         self._say(ev.response_created(ev.response_object(
-            self.id, self.conversation_id, "in_progress", output_modalities=list(self.options.modalities),
+            self.id, self.context.conversation_id, "in_progress", output_modalities=list(self.options.modalities),
             metadata=self.options.metadata)))
         self.task = spawn(self._run())
         self.task.add_done_callback(self._task_done)
@@ -258,12 +199,11 @@ class Reply:
                                 exc_info=True)
             self._end(status, error)
 
+    # How urgent this reply's transcript and first audio are: the caller waits once live; speculative while held.
     def _need(self) -> Need:
-        """How urgent this reply's transcript is: committed work once live, speculative while held."""
         return Need.FINAL if self.state is ReplyState.LIVE else Need.AHEAD
 
     def _speech_need(self) -> SpeechNeed:
-        """How urgent this reply's first audio is: the caller waits for it once live; speculative while held."""
         return SpeechNeed.FIRST if self.state is ReplyState.LIVE else SpeechNeed.AHEAD
 
     async def _question(self) -> str:
@@ -277,8 +217,8 @@ class Reply:
         except stages.TranscriptionFailed as exc:
             self._say(ev.transcription_failed(turn.item_id, exc.message))
             raise
-        turn.transcript = self.question = text
-        self.transcribed.set()
+        turn.transcript = text
+        self.words.heard(text)
         # Held: the conversation gets it when the commit adopts the reply; the events go out in the same order.
         item = self.conversation.set_transcript(turn.item_id, text) if self.state is ReplyState.LIVE else \
             Item(turn.item_id, "user", "input_audio", text)
@@ -288,33 +228,19 @@ class Reply:
         return text.strip()
 
     async def _answer(self, question: str) -> None:
-        turn, tl, opts = self.turn, self.turn.timeline, self.options
         answerer = self._answerer()
-        custom = opts.instructions != self.tuning.instructions  # the client's own: a persona; grounding holds
-        results = self.conversation.tool_results(after=turn.item_id)
-        if results:  # the client ran the tools this question needed: answer from their outputs
-            self._after = results[-1][1].id
-            stages.record_tool_results(tl, results)
-            plan = await answerer.plan_from_tools(question, results, opts.instructions,
-                                                  self.conversation.for_prompt(until=turn.item_id), tl)
-            await self._speak(answerer, plan)
+        answer = await answer_plan.decide(self.context, self.options, self.turn, question, answerer,
+                                          heard=self.audio is not None, request_id=self.engine_request_id)
+        if answer.retrieval_failed:
+            self._say(ev.error(ProtocolError("retrieval_unavailable", "the knowledge base is unavailable; answering "
+                                             "without it", type="server_error")))
+        if answer.call is not None:
+            self._call_tool(answer.call)
             return
-        found = await stages.retrieve(self.stack.retriever, question, turn)
-        if found.failed:
-            self._say(ev.error(ProtocolError(
-                "retrieval_unavailable", "the knowledge base is unavailable; answering without it",
-                type="server_error")))
-        if opts.may_call_tools:
-            call = await stages.decide_tool(stages.tool_caller(self.stack, self.tuning), question, found,
-                                            opts.tools, opts.tool_choice, self.engine_request_id, tl)
-            if call is not None:
-                self._call_tool(call)
-                return
-        self.output.send(ev.sources(self.id, turn.item_id, [p.as_source() for p in found.passages]))
-        plan = await answerer.plan(question, found, opts.instructions,
-                                   self.conversation.for_prompt(exclude=turn.item_id), tl, custom_instructions=custom,
-                                   heard=self.audio is not None)
-        await self._speak(answerer, plan)
+        self._after = answer.after or self._after
+        if answer.sources is not None:
+            self.output.send(ev.sources(self.id, self.turn.item_id, answer.sources))
+        await self._speak(answerer, answer.plan)
 
     def _answerer(self) -> Any:
         policy = self.tuning.answer if self.options.grounding else self.tuning.answer.ungrounded()
@@ -326,30 +252,21 @@ class Reply:
                                         self.turn.timeline)
         await self._speak(answerer, plan)
 
-    def playback_left_ms(self) -> float:
-        """How much of the reply's audio the caller has still to hear, counted from its first audio frame leaving
-        (a client plays it in real time; 0 for a reply without audio)."""
-        first = self.turn.timeline.marks.get("first_audio_sent")
-        if first is None:
-            return self.audio_queued_ms
-        return max(0.0, self.audio_queued_ms - (now_ns() - first) / 1e6)
-
     async def _speak(self, answerer: Any, plan: Any) -> None:
         """The reply's message item, its text as the plan gives it, and its audio."""
         tl, opts = self.turn.timeline, self.options
         part: ev.PartType = "output_audio" if opts.audio else "output_text"
         item = ev.message_item(self.item_id, "assistant", "in_progress", [])
-        self._item_added = True
+        self._answering = True
         self.output.send(ev.output_item_added(self.id, item))
         self.output.send(ev.item_added(item, self.conversation.last_id))
         self.output.send(ev.content_part_added(self.id, self.item_id, ev.content_part(part, "")))
         self._speaker = speaker = stages.Speaker(self.stack.tts, tl, self._send_audio,
                                                  first_clause=self.tuning.first_clause,
                                                  first_need=self._speech_need,
-                                                 playback_left_ms=self.playback_left_ms) if opts.audio else None
+                                                 playback_left_ms=self.delivery.playback_left_ms) if opts.audio else None
         if speaker is not None and self._speech_held:
             speaker.hold()
-        self._answering = True
         async with contextlib.aclosing(answerer.speak(plan, self.engine_request_id, opts.max_tokens, tl)) as texts:
             async for text in texts:
                 self._put_text(text, speaker)
@@ -361,7 +278,6 @@ class Reply:
         tl = self.turn.timeline
         tl.mark("first_token")  # the call is ready: the first thing of this response the client gets
         self._call = fc = FunctionCall(self.item_id, new_id("call"), call.name, call.arguments, status="in_progress")
-        self._item_added = True
         self._answering = True
         self.output.send(ev.output_item_added(self.id, fc.to_wire()))
         self.output.send(ev.item_added(fc.to_wire(), self.conversation.last_id))
@@ -376,8 +292,7 @@ class Reply:
         self._report_final_if_ready()
 
     def _put_text(self, text: str, speaker: stages.Speaker | None) -> None:
-        self.text += text
-        self._text_queued = True
+        self.delivery.queue_text(text)
         self.output.send(ev.text_delta(self.id, self.item_id, text, audio=self.options.audio),
                          on_sent=self._text_sent(text))
         if speaker is not None:
@@ -387,27 +302,18 @@ class Reply:
 
     def _text_sent(self, text: str) -> Callable[[int], None]:
         def sent(ns: int) -> None:
-            self.turn.timeline.mark("first_token_sent", ns)
-            self.text_sent += text
+            self.delivery.text_sent(text, ns)
             self._report_final_if_ready()
 
         return sent
 
     def _send_audio(self, pcm: memoryview, words: float = 0.0) -> None:
-        ms = len(pcm) / 2 / OUTPUT_RATE * 1000
-        self.audio_queued_ms += ms
+        ms = self.delivery.queue_audio(len(pcm))
 
         def sent(ns: int) -> None:
-            tl = self.turn.timeline
-            first = not tl.has("first_audio_sent")
-            tl.mark("first_audio_sent", ns)
-            self.audio_sent_ms += ms
-            self.words_sent += words
-            if self._item is not None:
-                self._item.audio_ms = self.audio_sent_ms
-            if first and not self._report_final_if_ready():
+            if self.delivery.audio_sent(ms, words, ns) and not self._report_final_if_ready():
                 # the first report, as soon as the caller can hear something
-                self._say(ev.turn_latency(self.id, tl.report(final=False)))
+                self._say(ev.turn_latency(self.id, self.turn.timeline.report(final=False)))
 
         self.output.send_audio(pcm, on_sent=sent)
 
@@ -445,69 +351,37 @@ class Reply:
         if status == "cancelled":
             self.stats.cancelled += 1
         completed = self.state is ReplyState.DONE
-        in_history, wire_item = self._call_item(completed) if self._call is not None else self._message_item(completed)
-        details: dict[str, Any] | None = None
-        if self.state is ReplyState.CANCELLED:
-            details = {"type": "cancelled", "reason": self.cancel_reason}
-        elif self.state is ReplyState.FAILED:
-            error_id = new_id("err")
-            code, message = "response_failed", f"the response failed (error id {error_id})"
-            if isinstance(error, ToolArgumentsError):  # the model's mistake, said as such (no exception text)
-                code, message = "tool_arguments_invalid", f"{error} (error id {error_id})"
-                log.warning("reply %s: %s (error id %s)", self.id, error, error_id)
-            else:
-                log.error("reply %s failed (error id %s)", self.id, error_id, exc_info=error)
+        if self._call is not None:
+            events, in_history, wire_item = reply_end.call(self.id, self._call, completed=completed), completed, \
+                self._call.to_wire()
+            if completed:
+                self.conversation.add(self._call, after=self.turn.item_id)
+        else:
+            item, wire_item, events = reply_end.message(self.id, self.item_id, self.delivery, completed=completed,
+                                                        announced=self._answering)
+            in_history = item is not None
+            if item is not None:  # it answers the caller's item, even if the caller spoke again meanwhile
+                self.conversation.add(item, after=self._after)
+                self.delivery.item = item
+        for event in events:
+            self._say(event)
+        details: dict[str, Any] | None = {"type": "cancelled", "reason": self.cancel_reason} \
+            if self.state is ReplyState.CANCELLED else None
+        if self.state is ReplyState.FAILED:
             self.stats.errors += 1
-            self._say(ev.error(ProtocolError(code, message, type="server_error")))
-            details = {"type": "failed", "error": {"type": "server_error", "code": code, "message": message}}
+            err = reply_end.failure(self.id, error)
+            self._say(ev.error(err))
+            details = {"type": "failed", "error": {"type": err.type, "code": err.code, "message": err.message}}
         self._say(ev.response_done(ev.response_object(
-            self.id, self.conversation_id, STATUS[self.state], status_details=details,
+            self.id, self.context.conversation_id, STATUS[self.state], status_details=details,
             output=[wire_item] if in_history else [], output_tokens=tl.tokens, metadata=self.options.metadata)))
         if self.options.audio:
             self.output.audio_done()
         self._report_final_if_ready()
 
-    def _message_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
-        """The spoken or written reply joins the conversation; returns (in history, its wire item)."""
-        # The conversation keeps what the caller actually got: everything on completion; otherwise the words
-        # whose audio left (a media track: was played) or, for a written reply, the text sent.
-        kept = self.text if completed else self._heard()
-        part: ev.PartType = "output_audio" if self.options.audio else "output_text"
-        item = Item(self.item_id, "assistant", part, kept, status="completed" if completed else "incomplete",
-                    audio_ms=self.audio_sent_ms)
-        in_history = self._item_added and (bool(kept) or completed)
-        if in_history:  # it answers the caller's item, even if the caller spoke again meanwhile
-            self.conversation.add(item, after=self._after)
-            self._item = item
-        wire_item = item.to_wire()
-        if completed and self._item_added and (self.text or self.options.audio):
-            for event in ev.content_done(self.id, self.item_id, self.text, audio=self.options.audio):
-                self._say(event)
-            self._say(ev.content_part_done(self.id, self.item_id, ev.content_part(part, self.text)))
-            self._say(ev.output_item_done(self.id, wire_item))
-            self._say(ev.item_done(wire_item))
-        return in_history, wire_item
-
-    def _heard(self) -> str:
-        if not self.options.audio:
-            return self.text_sent
-        return " ".join(self.text.split()[:round(self.words_sent)])
-
-    def _call_item(self, completed: bool) -> tuple[bool, dict[str, Any]]:
-        """A completed tool call joins the conversation (its output will name it); a cancelled one is dropped."""
-        call = self._call
-        assert call is not None
-        call.status = "completed" if completed else "incomplete"
-        if completed:
-            self.conversation.add(call, after=self.turn.item_id)
-            self._say(ev.output_item_done(self.id, call.to_wire()))
-            self._say(ev.item_done(call.to_wire()))
-        return completed, call.to_wire()
-
     def _report_final_if_ready(self) -> bool:
         """Send the final latency report once the reply is finished and, when it completed, once what it queued
-        first has reached the client (a media track plays audio in real time, so generation can end first) and
-        the turn's round trip is measured (bounded by the transport's ping timeout)."""
+        first has reached the client and the turn's round trip is measured (bounded by the ping timeout)."""
         tl = self.turn.timeline
         if not self.finished.is_set() or self._final_reported or not self._answering:
             return False
@@ -518,9 +392,7 @@ class Reply:
                 # (cancelled: the session is closing, nobody is left to report to)
                 rtt.add_done_callback(lambda t: None if t.cancelled() else self._report_final_if_ready())
             return False
-        if self.state is ReplyState.DONE and (
-                ((self._text_queued or self._call is not None) and not tl.has("first_token_sent"))
-                or (self.audio_queued_ms and not tl.has("first_audio_sent"))):
+        if self.state is ReplyState.DONE and not self.delivery.reached(called=self._call is not None):
             return False
         self._final_reported = True
         self._say(ev.turn_latency(self.id, tl.report(final=True)))

@@ -26,6 +26,11 @@ class Speculation:
             return config.speculative_turns
         return tuning.speculate_after_ms > 0
 
+    def held_for(self, turn: UserTurn) -> Reply | None:
+        """The reply held at the pause of ``turn`` now: its ``question`` is the caller's words up to the pause."""
+        held = self.held
+        return held if held is not None and held.turn is turn and held.state is ReplyState.HELD else None
+
     def hold(self, reply: Reply) -> None:
         self.held = reply
 

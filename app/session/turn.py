@@ -30,3 +30,25 @@ class UserTurn:
             transcript: str | None = None) -> UserTurn:
         return cls(item_id=item_id, timeline=TurnTimeline(turn_id=item_id), first_window=first_window,
                    audio_start_ms=audio_start_ms, transcript=transcript)
+
+
+class Words:
+    """The caller's words a reply answers: known at once (a text turn) or once transcribed."""
+
+    def __init__(self, text: str | None) -> None:
+        self.text = text
+        self._known = asyncio.Event()
+        if text is not None:
+            self._known.set()
+
+    def heard(self, text: str) -> None:
+        self.text = text
+        self._known.set()
+
+    async def wait(self, timeout_s: float) -> str | None:
+        """The words, waiting at most ``timeout_s`` for their transcription; None when not known by then."""
+        try:
+            await asyncio.wait_for(self._known.wait(), timeout_s)
+        except TimeoutError:
+            return None
+        return self.text

@@ -5,7 +5,7 @@ user message ends right there (``LLMEngine.turn_end_logprob``: the log-probabili
 sentence - "?", ".", "!" - or the message, the idea of LiveKit's turn detector on the model as it is). Words that
 end open (``app/session/turn_cue.py``) go on without asking. With ``server_vad`` the session commits a pause whose
 words are a finished turn after ``[vad] finished_commit_ms`` of silence, sooner than ``silence_duration_ms``, and
-holds a pause whose words it reads as unfinished to ``[vad] unfinished_hold_ms`` (app/session/session.py); a
+holds a pause whose words it reads as unfinished to ``[vad] unfinished_hold_ms`` (app/session/pauses.py); a
 reading not known by ``silence_duration_ms`` holds the pause until it is, at most ``unfinished_hold_ms``; then it
 is stopped and the pause goes by silence and open words, as without it. Thresholds from the endpointing
 benchmark (``scripts/bench_endpointing.py --words``, docs/BENCHMARKS.md §35).
@@ -85,7 +85,7 @@ class TurnWords:
             self._reading.stop()
 
     async def _judge(self, reading: _Reading) -> Judgement | None:
-        words = await reading.held.words(self.wait_s)
+        words = await reading.held.words.wait(self.wait_s)
         if words is None:
             return None
         if ends_open(words):

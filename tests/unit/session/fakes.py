@@ -299,15 +299,22 @@ def generative_profile():
     return replace(profile, stages={k: v for k, v in profile.stages.items() if k != "answer"})
 
 
+def fake_engines(**engines) -> SimpleNamespace:
+    """A stack of fakes with every name of :class:`sub250.session.engines.Engines`; ``engines`` replace some
+    (None where a test loads none)."""
+    names = dict(profile=generative_profile(), about=None, vad_session=FakeVADSession(), asr=FakeASR(),
+                 retriever=FakeRetriever(), llm=FakeLLM(), tts=FakeTTS(), end_of_turn=None, picker=None,
+                 tool_selector=None, vocabulary=None)
+    return SimpleNamespace(**{**names, **engines})
+
+
 def make_session(llm=None, retriever=None, speculative=False, include=ALL_EVENTS):
     """``include``: the client's ``session.include`` (default: every sub250 event, which the tests read)."""
     from dataclasses import replace
 
     from sub250.protocol import SessionConfig
 
-    stack = SimpleNamespace(profile=generative_profile(), vad_session=FakeVADSession(), asr=FakeASR(),
-                            retriever=retriever or FakeRetriever(), llm=llm or FakeLLM(), tts=FakeTTS(), picker=None,
-                            tool_selector=None)
+    stack = fake_engines(retriever=retriever or FakeRetriever(), llm=llm or FakeLLM())
     transport = FakeTransport()
     session = RealtimeSession(stack, transport,
                               config=replace(SessionConfig(id="sess_test"), speculative_turns=speculative,

@@ -27,7 +27,7 @@ def _session(texts, hold_open_ms=1500):
 async def _pause_heard(session):
     """Silence enough for the reply held at the pause to have its transcript (the fake ASR is instant)."""
     await feed(session, silence(0.2))
-    await wait_until(lambda: session.speculation.held is not None and session.speculation.held.question is not None,
+    await wait_until(lambda: session.recognition.speculation.held is not None and session.recognition.speculation.held.question is not None,
                      what="the held reply's transcript")
 
 
@@ -37,7 +37,7 @@ async def test_open_words_hold_the_pause_until_hold_open_ms():
     await _pause_heard(session)
     await feed(session, silence(0.6))  # 0.8 s: past server_vad's 500 ms
     assert "input_audio_buffer.committed" not in t.types()
-    assert session.stats.pauses_held_open == 1 and session.detector.holding
+    assert session.stats.pauses_held_open == 1 and session.recognition.detector.holding
     await feed(session, silence(0.8))  # 1.6 s in all
     await wait_for(t, "input_audio_buffer.committed")
     assert (await wait_for(t, "response.done"))[0]["response"]["status"] == "completed"
@@ -63,9 +63,9 @@ async def test_the_caller_goes_on_and_the_next_pause_ends_at_the_usual_silence()
     await feed(session, speech(0.8))
     await _pause_heard(session)
     await feed(session, silence(0.6))
-    assert session.detector.holding
+    assert session.recognition.detector.holding
     await feed(session, speech(0.6))  # "...wall?": the held reply is thrown away
-    assert not session.detector.holding
+    assert not session.recognition.detector.holding
     await _pause_heard(session)
     await feed(session, silence(0.4))
     await wait_for(t, "input_audio_buffer.committed")
@@ -83,7 +83,7 @@ async def test_words_not_yet_transcribed_hold_the_pause_until_they_are_known(tex
     stack.asr.gate = gate  # a busy engine: the held reply's words come after server_vad's 500 ms
     await feed(session, speech(0.8) + silence(0.6))
     await wait_until(lambda: stack.asr.entered.is_set(), what="the held reply's transcription")
-    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    assert "input_audio_buffer.committed" not in t.types() and session.recognition.detector.holding
     gate.set()
     if not held:  # words that may end a turn: committed as soon as they are known, no more silence needed
         await wait_for(t, "input_audio_buffer.committed")

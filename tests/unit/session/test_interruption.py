@@ -9,6 +9,7 @@ from sub250.asr.base import Need, Transcript
 from sub250.audio.endpointing import WINDOW_MS
 from sub250.errors import ConfigError
 from sub250.protocol import parse_client_event
+from sub250.session.caller import CallerState
 from sub250.session.interruption import (Heard, InterruptionCheck, InterruptionOptions, Verdict, hear, takes_the_turn,
                                       words)
 from tests.unit.session.fakes import FakeLLM, feed, make_session, silence, speech, wait_for, wait_until
@@ -151,11 +152,13 @@ async def _reply_in_progress(texts_after, **options):
 async def test_a_cough_over_the_reply_pauses_it_then_the_reply_plays_on_unseen_by_the_client():
     session, t, stack, llm = await _reply_in_progress([tr("", 0.8)])
     await feed(session, speech(0.3))  # the cough: the VAD calls it speech
-    assert session.arbiter.active, "the sound was heard as speech over the reply"
+    assert session.recognition.arbiter.active, "the sound was heard as speech over the reply"
+    assert session.caller.state is CallerState.SUSPECTED
     rid = session.reply.id
     assert t.pauses == [(rid, True)]
     await feed(session, silence(0.8))
     done = (await wait_for(t, "response.done"))[0]
+    assert session.caller.state is CallerState.LISTENING and session.caller.turn is None
     assert done["response"]["status"] == "completed"
     assert t.pauses == [(rid, True), (rid, False)]
     assert stack.asr.calls, "the sound was checked for words"
@@ -193,7 +196,7 @@ async def test_the_paused_reply_synthesizes_nothing_new_while_the_sound_is_check
     await wait_for(t, "response.output_audio_transcript.delta", 5)
     stack.asr.texts = [tr("", 0.8)]
     await feed(session, speech(0.3))  # a cough: checked, no words yet, the sound has not ended
-    assert session.arbiter.active
+    assert session.recognition.arbiter.active
     at_pause = len(stack.tts.texts)
     await asyncio.sleep(0.6)  # the generation goes on: ~60 words, a 40-word chunk or more
     during = len(stack.tts.texts) - at_pause
@@ -256,7 +259,7 @@ async def test_a_reply_that_finishes_while_paused_is_told_once_the_cough_is_dism
     # its speech not held: the stages can end while paused (as a text-only reply's always can)
     session, t, stack, llm = await _reply_in_progress([tr("", 0.9)], hold_speech=False)
     await feed(session, speech(0.3))
-    reply = session.arbiter.suspect.reply
+    reply = session.recognition.arbiter.suspect.reply
     await wait_until(lambda: reply.task.done(), what="the reply's stages to end while paused")
     assert "response.done" not in t.types() and reply.active, "held while paused"
     await feed(session, silence(0.8))
@@ -270,7 +273,7 @@ async def test_a_reply_that_finishes_while_paused_is_cancelled_if_the_sound_was_
     session, t, stack, llm = await _reply_in_progress([tr("Wait, stop.", 0.1)], hold_speech=False)
     stack.asr.gate = __import__("threading").Event()  # the check waits until the reply has ended
     await feed(session, speech(0.4))
-    reply = session.arbiter.suspect.reply
+    reply = session.recognition.arbiter.suspect.reply
     await wait_until(lambda: reply.task.done(), what="the reply's stages to end while paused")
     stack.asr.gate.set()
     done = (await wait_for(t, "response.done"))[0]
@@ -286,18 +289,18 @@ async def test_a_long_wordless_sound_resumes_the_reply_before_it_ends():
     from dataclasses import replace
     session.tuning = replace(session.tuning, interruption=InterruptionOptions(resume_after_ms=300))
     await feed(session, speech(0.8))  # still "speaking"
-    assert t.pauses == [(rid, True), (rid, False)] and session.arbiter.active
+    assert t.pauses == [(rid, True), (rid, False)] and session.recognition.arbiter.active
     await feed(session, silence(0.8))
-    assert not session.arbiter.active and session.stats.false_interruptions == 1
+    assert not session.recognition.arbiter.active and session.stats.false_interruptions == 1
     assert t.types().count("sub250.reply.resumed") == 1, "resumed once, at the timeout"
 
 
 async def test_clearing_the_input_buffer_during_the_check_lets_the_reply_play_on():
     session, t, stack, llm = await _reply_in_progress([tr("", 0.9)])
     await feed(session, speech(0.2))
-    assert session.arbiter.active
+    assert session.recognition.arbiter.active
     await session.handle(parse_client_event('{"type": "input_audio_buffer.clear"}'), 0)
-    assert not session.arbiter.active and t.pauses[-1][1] is False
+    assert not session.recognition.arbiter.active and t.pauses[-1][1] is False
     done = (await wait_for(t, "response.done"))[0]
     assert done["response"]["status"] == "completed"
 
@@ -310,4 +313,4 @@ async def test_the_client_cancelling_during_the_check_still_ends_the_reply():
     assert done["response"]["status"] == "cancelled"
     await feed(session, silence(0.8))
     await asyncio.sleep(0.05)
-    assert not session.arbiter.active and session.reply is None
+    assert not session.recognition.arbiter.active and session.reply is None

@@ -18,11 +18,13 @@ from sub250.metrics.timeline import now_ns
 from sub250.session.conversation import Conversation, Item
 from sub250.session.output import ReplyOutput
 from sub250.session.reply import Reply, ReplyOptions, ReplyState
+from sub250.session.reply_context import ReplyContext
 from sub250.session.stats import SessionStats
 from sub250.tasks import TaskSet
 from sub250.session.tuning import PipelineTuning
 from sub250.session.turn import UserTurn
-from tests.unit.session.fakes import FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport, ToneTTS, wait_until
+from tests.unit.session.fakes import (FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport, ToneTTS,
+                                      fake_engines, wait_until)
 
 QUESTION = "how often do I change the filter"
 ANSWER = "Replace the filter every nine months. Thanks for asking!"
@@ -39,17 +41,16 @@ def build(*, held=False, audio=None, modalities=TEXT, llm=None, tts=None, asr=No
           retriever=None, picker=None, tuning=None):
     """A reply to QUESTION (typed, or spoken when ``audio`` is given), started; nothing awaited yet."""
     transport = transport or RecordingTransport()
-    stack = SimpleNamespace(asr=asr or FakeASR(), retriever=retriever or FakeRetriever(),
-                            llm=llm or FakeLLM(abort_on_close=False), tts=tts or FakeTTS(), picker=picker)
+    stack = fake_engines(asr=asr or FakeASR(), retriever=retriever or FakeRetriever(),
+                         llm=llm or FakeLLM(abort_on_close=False), tts=tts or FakeTTS(), picker=picker)
     turn = UserTurn.new("item_user", transcript=None if audio is not None else QUESTION)
     turn.timeline.mark("turn_commit")
     conversation = Conversation()
     conversation.add(Item(turn.item_id, "user", "input_audio" if audio is not None else "input_text", turn.transcript))
     stats = SessionStats()
     output = ReplyOutput(transport, "resp_1", "item_reply", held=held)
-    reply = Reply(turn, ReplyOptions("Be brief.", modalities, 64), stack=stack, tuning=tuning or PipelineTuning(),
-                  conversation=conversation, output=output, stats=stats, conversation_id="sess_1", audio=audio,
-                  started_ns=now_ns())
+    context = ReplyContext(stack, tuning or PipelineTuning(), conversation, stats, "sess_1")
+    reply = Reply(context, turn, ReplyOptions("Be brief.", modalities, 64), output, audio=audio, started_ns=now_ns())
     tasks = TaskSet()
     reply.start(tasks.spawn)
     return SimpleNamespace(reply=reply, t=transport, stack=stack, turn=turn, conversation=conversation, stats=stats,
@@ -132,7 +133,7 @@ async def test_an_audio_reply_sends_its_audio_then_says_it_is_done():
     audio = [c for c in r.t.calls if c[0] == "audio"]
     assert audio and all(c[2:] == ("resp_1", "item_reply") for c in audio)
     assert r.t.calls.count(("audio_done", "resp_1")) == 1
-    assert r.reply.audio_sent_ms == pytest.approx(r.reply.audio_queued_ms) and r.reply.audio_queued_ms > 0
+    assert r.reply.delivery.audio_sent_ms == pytest.approx(r.reply.delivery.audio_queued_ms) and r.reply.delivery.audio_queued_ms > 0
     types = r.t.types()
     last_audio = max(i for i, c in enumerate(r.t.calls) if c[0] == "audio")
     assert last_audio < types.index("response.done") < types.index("audio_done")
@@ -181,9 +182,9 @@ async def test_cancel_keeps_in_the_conversation_only_the_text_that_left():
     assert t.pending == [], "the queued, unsent deltas were purged"
     await ended(r.reply)
     t.deliver()
-    delivered = r.reply.text_sent
+    delivered = r.reply.delivery.sent
     assert delivered and r.conversation.get("item_reply").text == delivered
-    assert len(delivered) < len(r.reply.text)
+    assert len(delivered) < len(r.reply.delivery.text)
     assert done_events(t)[0]["response"]["status_details"]["reason"] == "client_cancelled"
 
 
@@ -203,7 +204,7 @@ async def test_a_cancelled_spoken_reply_keeps_in_the_conversation_the_words_whos
     await ended(r.reply)
     item = r.conversation.get("item_reply")
     assert item.text == " ".join(tts.texts[:2]) and item.status == "incomplete"
-    assert len(r.reply.text_sent.split()) > 2
+    assert len(r.reply.delivery.sent.split()) > 2
 
 
 async def test_cancel_right_after_start_before_the_task_ran_still_ends_the_reply():
@@ -497,8 +498,8 @@ async def test_truncate_after_the_audio_left_scales_by_all_of_the_reply_audio():
     r = build(modalities=AUDIO, transport=t)
     await ended(r.reply)
     t.deliver()  # now all of it was played
-    total_ms = r.reply.audio_queued_ms
-    assert total_ms > 0 and r.reply.audio_sent_ms == pytest.approx(total_ms)
+    total_ms = r.reply.delivery.audio_queued_ms
+    assert total_ms > 0 and r.reply.delivery.audio_sent_ms == pytest.approx(total_ms)
     item = r.conversation.truncate("item_reply", int(total_ms / 2))
     assert len(item.text.split()) <= len(ANSWER.split()) // 2 + 1
 
@@ -516,8 +517,8 @@ async def test_a_declined_question_is_answered_with_the_fixed_text_and_no_engine
     r = build(llm=llm, modalities=AUDIO, tuning=replace(PipelineTuning(), answer=AnswerPolicy(min_score=0.95)))
     await ended(r.reply)
     assert r.reply.state is ReplyState.DONE and llm.requests == [] and llm.prompts == []
-    assert r.reply.text == DECLINE_TEXT and r.conversation.get("item_reply").text == DECLINE_TEXT
-    assert r.t.calls.count(("audio_done", "resp_1")) == 1 and r.reply.audio_sent_ms > 0
+    assert r.reply.delivery.text == DECLINE_TEXT and r.conversation.get("item_reply").text == DECLINE_TEXT
+    assert r.t.calls.count(("audio_done", "resp_1")) == 1 and r.reply.delivery.audio_sent_ms > 0
     (final,) = [e for e in r.t.of("sub250.turn.latency") if e["final"]]
     assert final["answer"]["path"] == "declined" and final["spans"]["prefill"] is None
     assert final["spans"]["ttft"] is not None
@@ -528,7 +529,7 @@ async def test_a_looping_reply_is_stopped_at_the_second_time_and_its_request_abo
     r = build(llm=llm)
     await ended(r.reply)
     assert r.reply.state is ReplyState.DONE
-    assert r.reply.text == "It is a high-end, high-end," and llm.aborted == [r.reply.engine_request_id]
+    assert r.reply.delivery.text == "It is a high-end, high-end," and llm.aborted == [r.reply.engine_request_id]
     (final,) = [e for e in r.t.of("sub250.turn.latency") if e["final"]]
     assert final["answer"]["stopped_loop"] == "high end"
 

@@ -3,7 +3,6 @@
 import asyncio
 import json
 from dataclasses import replace
-from types import SimpleNamespace
 
 from sub250.answer.policy import AnswerPolicy
 from sub250.metrics.timeline import now_ns
@@ -12,11 +11,12 @@ from sub250.protocol.tools import ToolChoice, function_tool
 from sub250.session.conversation import Conversation, FunctionOutput, Item
 from sub250.session.output import ReplyOutput
 from sub250.session.reply import Reply, ReplyOptions, ReplyState
+from sub250.session.reply_context import ReplyContext
 from sub250.session.stats import SessionStats
 from sub250.session.tuning import PipelineTuning
 from sub250.session.turn import UserTurn
 from sub250.tasks import TaskSet
-from tests.unit.session.fakes import FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport
+from tests.unit.session.fakes import FakeLLM, RecordingTransport, fake_engines
 
 LOOKUP = function_tool({"name": "lookup_order", "description": "Look up an order by its number.",
                         "parameters": {"type": "object", "properties": {"order_number": {"type": "string"}},
@@ -36,14 +36,13 @@ def llm_writing(text):
 def reply(conversation, *, llm, transport=None, choice=ToolChoice(), policy=None, modalities=("text",),
           item_id="item_user", response_id="resp_1", instructions="Be brief."):
     transport = transport or RecordingTransport()
-    stack = SimpleNamespace(asr=FakeASR(), retriever=FakeRetriever(), llm=llm, tts=FakeTTS(), picker=None,
-                            tool_selector=None)
+    stack = fake_engines(llm=llm)
     turn = UserTurn.new(item_id, transcript=QUESTION)
     turn.timeline.mark("turn_commit")
     tuning = replace(PipelineTuning(), answer=policy or AnswerPolicy())
-    r = Reply(turn, ReplyOptions(instructions, modalities, 64, tools=(LOOKUP,), tool_choice=choice), stack=stack,
-              tuning=tuning, conversation=conversation, output=ReplyOutput(transport, response_id, f"item_{response_id}"),
-              stats=SessionStats(), conversation_id="sess_1", started_ns=now_ns())
+    r = Reply(ReplyContext(stack, tuning, conversation, SessionStats(), "sess_1"), turn,
+              ReplyOptions(instructions, modalities, 64, tools=(LOOKUP,), tool_choice=choice),
+              ReplyOutput(transport, response_id, f"item_{response_id}"), started_ns=now_ns())
     r.start(TaskSet().spawn)
     return r, transport
 

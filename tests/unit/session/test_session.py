@@ -127,7 +127,7 @@ async def test_barge_in_cancels_aborts_and_keeps_only_what_was_sent():
     sent = "".join(e["delta"] for e in t.sent if e["type"] == "response.output_audio_transcript.delta")
     assistant = [h for h in session.conversation if h.role == "assistant"][0]
     # the history keeps the words whose audio went out (the text runs ahead of the audio)
-    heard = session._reply.words_sent
+    heard = session.responses.latest.delivery.words_sent
     assert assistant.text.split() == sent.split()[:round(heard)] and 0 < len(assistant.text.split()) < 200
     assert session.stats.cancelled == 1
 
@@ -414,7 +414,7 @@ def with_idle_timeout(session, ms):
 
     td = replace(session.config.turn_detection, idle_timeout_ms=ms)  # the API's 5000 ms floor skipped: a test
     session.config = replace(session.config, turn_detection=td, output_modalities=("text",))
-    session.detector.configure(td)
+    session.recognition.detector.configure(td)
 
 
 async def test_a_long_silence_after_a_response_triggers_one_nudge_and_no_more():

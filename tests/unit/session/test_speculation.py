@@ -3,7 +3,6 @@
 import asyncio
 import threading
 from dataclasses import replace
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,12 +14,13 @@ from sub250.protocol.session_config import SessionConfig
 from sub250.session.conversation import Conversation, Item
 from sub250.session.output import ReplyOutput
 from sub250.session.reply import Reply, ReplyOptions, ReplyState
+from sub250.session.reply_context import ReplyContext
 from sub250.session.speculation import Speculation
 from sub250.session.stats import SessionStats
 from sub250.tasks import TaskSet
 from sub250.session.tuning import PipelineTuning
 from sub250.session.turn import UserTurn
-from tests.unit.session.fakes import FakeASR, FakeLLM, FakeRetriever, FakeTTS, RecordingTransport
+from tests.unit.session.fakes import FakeLLM, RecordingTransport, fake_engines
 
 
 @pytest.mark.parametrize(("override", "speculate_after_ms", "enabled"), [
@@ -42,15 +42,14 @@ class Held:
         self.conversation = Conversation()
         self.stats = SessionStats()
         self.tasks = TaskSet()
-        self.stack = SimpleNamespace(asr=FakeASR(), retriever=FakeRetriever(), llm=FakeLLM(abort_on_close=False),
-                                     tts=FakeTTS(), picker=None)
+        self.stack = fake_engines(llm=FakeLLM(abort_on_close=False))
 
     def reply(self, turn: UserTurn, rid: str, audio=None) -> Reply:
         self.conversation.add(Item(turn.item_id, "user", "input_audio" if audio is not None else "input_text",
                                    turn.transcript))
-        reply = Reply(turn, ReplyOptions("Be brief.", ("text",), 32), stack=self.stack, tuning=PipelineTuning(),
-                      conversation=self.conversation, output=ReplyOutput(self.t, rid, f"item_{rid}", held=True),
-                      stats=self.stats, conversation_id="sess_1", started_ns=now_ns(), audio=audio)
+        context = ReplyContext(self.stack, PipelineTuning(), self.conversation, self.stats, "sess_1")
+        reply = Reply(context, turn, ReplyOptions("Be brief.", ("text",), 32),
+                      ReplyOutput(self.t, rid, f"item_{rid}", held=True), started_ns=now_ns(), audio=audio)
         reply.start(self.tasks.spawn)
         return reply
 

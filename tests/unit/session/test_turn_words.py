@@ -12,6 +12,7 @@ import pytest
 from sub250.errors import ConfigError
 from sub250.profiles import Profile
 from sub250.session.tuning import PipelineTuning
+from sub250.session.turn import Words
 from sub250.session.turn_cue import as_said
 from sub250.session.turn_words import TurnWords
 from tests.unit.session.fakes import FakeASR, feed, make_session, silence, speech, wait_for, wait_until
@@ -44,7 +45,7 @@ def _session(texts, judge, commit_ms=200, hold_open_ms=1500, unfinished_hold_ms=
     stack.asr = FakeASR(texts=texts)
     session.tuning = replace(session.tuning, hold_open_ms=hold_open_ms, partials=False, finished_commit_ms=commit_ms,
                              finished_logprob=-13.0, unfinished_hold_ms=unfinished_hold_ms)
-    session.pauses.turn_words = TurnWords(judge, -13.0, spawn=session.tasks.spawn, wait_s=1.5)
+    session.recognition.pauses.turn_words = TurnWords(judge, -13.0, spawn=session.tasks.spawn, wait_s=1.5)
     return session, t, stack
 
 
@@ -77,7 +78,7 @@ async def test_unfinished_or_open_words_are_held_to_hold_open_ms(text, asked):
     session, t, _ = _session([text], judge)
     await feed(session, speech(0.8) + silence(0.8))  # past server_vad's 500 ms
     await wait_until(lambda: session.stats.pauses_held_open == 1, what="the hold")
-    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    assert "input_audio_buffer.committed" not in t.types() and session.recognition.detector.holding
     assert bool(judge.asked) is asked, "open words need no reading"
     await feed(session, silence(0.8))  # 1.6 s in all
     await wait_for(t, "input_audio_buffer.committed")
@@ -88,7 +89,7 @@ async def test_speech_again_before_the_commit_keeps_the_turn_going():
     judge = Judge(delay=0.05)
     session, t, _ = _session([FINISHED, FINISHED], judge, commit_ms=300)
     await feed(session, speech(0.8) + silence(0.2))
-    await wait_until(lambda: session.pauses.finished is not None, what="the reading")
+    await wait_until(lambda: session.recognition.pauses.finished is not None, what="the reading")
     await feed(session, speech(0.5))  # the caller goes on at 200 ms: no commit
     assert "input_audio_buffer.committed" not in t.types() and session.stats.pauses_finished == 0
     await feed(session, silence(0.4))
@@ -138,7 +139,7 @@ async def test_a_reading_not_known_at_server_vads_silence_holds_the_pause_to_unf
     judge = Judge(gate=asyncio.Event())
     session, t, _ = _session([text], judge, unfinished_hold_ms=700)
     await feed(session, speech(0.8) + silence(0.55))  # server_vad's 500 ms have passed, the LLM still reading
-    assert "input_audio_buffer.committed" not in t.types() and session.detector.holding
+    assert "input_audio_buffer.committed" not in t.types() and session.recognition.detector.holding
     judge.gate.set()  # the reading comes
     if finished:
         await wait_for(t, "input_audio_buffer.committed")
@@ -178,7 +179,7 @@ async def test_words_known_only_after_unfinished_hold_ms_are_not_read():
     session, t, stack = _session([FINISHED], judge, unfinished_hold_ms=700)
     stack.asr.gate = gate  # the held reply's transcription waits
     await feed(session, speech(0.8) + silence(0.6))
-    assert session.detector.holding, "held while the words are transcribed"
+    assert session.recognition.detector.holding, "held while the words are transcribed"
     await asyncio.sleep(0.3)  # the reading's wait (to 700 ms) is over
     gate.set()
     await wait_for(t, "input_audio_buffer.committed")  # the words known: not open, the turn ends
@@ -214,7 +215,7 @@ def test_the_options_are_read_from_the_profile_and_off_by_default():
     bare = PipelineTuning.from_profile(Profile(name="t", description="", path=Path("t.toml"), stages={}))
     assert bare.finished_commit_ms == 0
     session, _, _ = make_session(speculative=True)
-    assert session.pauses.turn_words is None
+    assert session.recognition.pauses.turn_words is None
 
 
 async def test_a_late_reading_stops_only_its_own_pause():
@@ -235,10 +236,7 @@ async def test_a_late_reading_stops_only_its_own_pause():
 
 
 class _Held:
-    """What TurnWords needs of a held reply: its words."""
+    """What TurnWords needs of a held reply: its words (known)."""
 
     def __init__(self, text):
-        self.text = text
-
-    async def words(self, timeout_s):
-        return self.text
+        self.words = Words(text)
