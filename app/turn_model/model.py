@@ -1,0 +1,96 @@
+"""The end-of-turn model at run time: a logistic head (``head.npz``) over MiniLM's states and the last words.
+
+It shares the retrieval's MiniLM session (``Embedder.session``: onnxruntime sessions serve concurrent runs) and
+runs on the embedder's threads; its own tokenizer cuts the pair (the assistant's turn before, the caller's words)
+to :data:`~sub250.turn_model.features.MAX_TOKENS`. ``scripts/train_turn_model.py`` makes the head; its card is
+``CARD.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sub250.errors import ModelError
+from sub250.turn_model import features as F
+
+#: The head shipped in the package (trained by scripts/train_turn_model.py).
+HEAD = Path(__file__).with_name("head.npz")
+
+
+class TurnModel:
+    name = "turn-model"
+
+    def __init__(self, embedder: Any, tokenizer: Path, head: Path = HEAD, sha256: str | None = None) -> None:
+        """``embedder``: the loaded :class:`~sub250.rag.embedder.Embedder` whose session and threads it uses."""
+        self.embedder, self.tokenizer_path, self.head_path, self.sha256 = embedder, tokenizer, head, sha256
+        self.tokenizer: Any = None
+        self.dense_w: np.ndarray | None = None
+        self.hashed_w: np.ndarray | None = None
+        self.bias = 0.0
+        self.card: dict[str, Any] = {}
+
+    def load(self) -> None:
+        try:
+            raw = self.head_path.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"end-of-turn head {self.head_path} cannot be read: {exc}",
+                             "run scripts/train_turn_model.py, or reinstall sub250") from None
+        if self.sha256 and hashlib.sha256(raw).hexdigest() != self.sha256:
+            raise ModelError(f"end-of-turn head {self.head_path} does not match its sha256 {self.sha256}",
+                             "reinstall sub250, or set [turn_model] sha256 to the head you trained") from None
+        with np.load(self.head_path, allow_pickle=False) as head:
+            missing = {"dense_w", "hashed_w", "bias", "hash_buckets"} - set(head.files)
+            if missing or int(head["hash_buckets"][0]) != F.HASH_BUCKETS or head["dense_w"].shape != (768,):
+                raise ModelError(f"end-of-turn head {self.head_path} is not one this version reads",
+                                 "retrain it with scripts/train_turn_model.py") from None
+            self.dense_w, self.hashed_w = head["dense_w"], head["hashed_w"]
+            self.bias = float(head["bias"][0])
+            self.card = json.loads(str(head["report"])) if "report" in head.files else {}
+        self.tokenizer = F.tokenizer_for(str(self.tokenizer_path))
+
+    def probability(self, words: str, context: str = "") -> float:
+        """P(the caller is done) after ``words`` (the transcript so far), ``context`` the assistant's turn before.
+        Blocking: from async code, :meth:`done_logprob`."""
+        assert self.dense_w is not None and self.hashed_w is not None, "load() first"
+        user = F.last_words(words, F.USER_WORDS)
+        dense = F.encoder_states(self.tokenizer, self.embedder.session, [user],
+                                 [F.last_words(context, F.CONTEXT_WORDS)])[0]
+        z = float(dense @ self.dense_w) + float(self.hashed_w[F.hashed(user)].sum()) + self.bias
+        return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
+
+    async def done_logprob(self, words: str, context: str = "") -> float:
+        p = await self.embedder.run(self.probability, words, context)
+        return math.log(max(p, 1e-12))
+
+    def reader(self, context: Callable[[], str]) -> TurnModelReader:
+        """What :class:`~sub250.session.turn_words.TurnWords` asks, for one session (``context``: the assistant's
+        last turn in it)."""
+        return TurnModelReader(self, context)
+
+    def describe(self) -> dict[str, Any]:
+        held = self.card.get("held_out", {}).get("chitchat", {})
+        return {"model": self.head_path.name, "held_out_auc": held.get("auc"), "features": "MiniLM states + last words"}
+
+    def timed(self, words: str, context: str = "") -> tuple[float, float]:
+        """(P(done), ms) - for the benchmarks."""
+        t0 = time.perf_counter()
+        p = self.probability(words, context)
+        return p, (time.perf_counter() - t0) * 1000
+
+
+class TurnModelReader:
+    """The model as a session's reader of the words at a pause (``turn_end_logprob``, as ``LLMEngine`` has)."""
+
+    def __init__(self, model: TurnModel, context: Callable[[], str]) -> None:
+        self.model, self.context = model, context
+
+    async def turn_end_logprob(self, text: str, request_id: str) -> float | None:
+        return await self.model.done_logprob(text, self.context())
