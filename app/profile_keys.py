@@ -18,7 +18,7 @@ _NUM = (int, float)
 
 STAGE_KEYS: dict[str, dict[str, tuple[type, ...] | type]] = {
     "vad": {"source": _S, "threshold": _NUM, "speculate_after_ms": _I, "hold_open_ms": _I, "finished_commit_ms": _I,
-            "finished_logprob": _NUM, "unfinished_hold_ms": _I},
+            "finished_logprob": _NUM, "unfinished_hold_ms": _I, "reader": _S, "model_sha256": _S},
     "asr": {"source": _S, "model_parts": _L, "sha256": _S, "device": _S, "compute_type": _S, "beam_size": _I,
             "final_beam_size": _I, "cpu_threads": _I, "full_window_cpu_threads": _I, "window": _S,
             "partial_window": _S, "window_padding_s": _NUM, "partials": _B, "workers": _I, "scheduling": _S,

@@ -54,6 +54,8 @@ class Stack:
     tts: TTSEngine | None = None
     #: The semantic end-of-turn model (smart-turn; ``[turn]`` in the profile), for ``semantic_vad`` sessions.
     end_of_turn: Any = None
+    #: Our end-of-turn model on the words at a pause (``[vad] reader = "model"``; it shares the embedder's session).
+    turn_model: Any = None
     #: The extractive answer path's sentence picker (its sentence embeddings are shared by every session).
     picker: SentencePicker | None = None
     #: The retrieval's reranker (``[embedder] rerank``; its title vectors shared by every session).
@@ -134,6 +136,14 @@ class Stack:
             m = self._paths("embedder")
             self.embedder = Embedder(m["model"], m["tokenizer"], self.profile.stage("embedder"))
             await asyncio.to_thread(self.embedder.load)
+        from sub250.turn_model import words_reader
+
+        if self.turn_model is None and words_reader(self.profile) == "model":
+            from sub250.turn_model.model import TurnModel
+
+            self.turn_model = TurnModel(self.embedder, self._paths("embedder")["tokenizer"],
+                                        sha256=self.profile.stage("vad").get("model_sha256"))
+            await asyncio.to_thread(self.turn_model.load)
         embed = self.embed_texts
         if self.picker is None:
             from sub250.answer.extract import SentencePicker

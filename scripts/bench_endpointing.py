@@ -166,6 +166,33 @@ class LLMJudge:
         self._call(self.engine.close())
 
 
+class ModelJudge:
+    """Our end-of-turn model (app/turn_model, ``--reader model``) judging words: log P(done); each text once."""
+
+    def __init__(self, profile: object, models: dict) -> None:
+        from sub250.rag.embedder import Embedder
+        from sub250.turn_model.model import TurnModel
+
+        m = models["embedder"]
+        embedder = Embedder(m["model"], m["tokenizer"], dict(profile.stage("embedder"), intra_op_threads=1))
+        embedder.load()
+        self.engine = TurnModel(embedder, m["tokenizer"], sha256=profile.stage("vad").get("model_sha256"))
+        self.engine.load()
+        self.cache: dict[str, tuple[float, float]] = {}
+        self.log: list[float] = []
+
+    def __call__(self, text: str) -> tuple[float, float]:
+        said = as_said(text)
+        if said not in self.cache:
+            p, ms = self.engine.timed(said)
+            self.log.append(ms)
+            self.cache[said] = (float(np.log(max(p, 1e-12))), ms)
+        return self.cache[said]
+
+    def close(self) -> None:
+        pass
+
+
 def call_cost(engine: object, audio: np.ndarray, n: int = 50) -> dict[str, float]:
     engine.probability(audio)  # warm
     ms = []
@@ -232,7 +259,8 @@ def main(args: argparse.Namespace) -> int:
     profile = load_profile(settings.profile)
     need_asr = not args.no_cue or args.placement == "words" or args.words
     models = prepare(profile, settings.models_dir, stages=("vad", "turn") + (("asr",) if need_asr else ())
-                     + (("llm",) if args.words else ()))
+                     + (("llm",) if args.words and args.reader == "llm" else ())
+                     + (("embedder",) if args.words and args.reader == "model" else ()))
     threshold = float(profile.stage("vad").get("threshold", 0.5))
     vad = SileroVAD.load_session(models["vad"]["model"], threads=1)
     engine = SmartTurn(models["turn"]["model"], dict(profile.stage("turn"), intra_op_threads=args.threads))
@@ -242,7 +270,8 @@ def main(args: argparse.Namespace) -> int:
         asr = WhisperASR(models["asr"]["model"], dict(profile.stage("asr"), cpu_threads=1, full_window_cpu_threads=1))
         asr.load()
 
-    judge = LLMJudge(profile, models, settings) if args.words else None
+    judge = None if not args.words else LLMJudge(profile, models, settings) if args.reader == "llm" else \
+        ModelJudge(profile, models)
     strategies: list = [Silence(500), Silence(300)]
     if args.words:
         strategies += [WordsRule(c, t, int(cap * 1000), unfinished_ms=u) for cap in args.word_caps
@@ -348,7 +377,7 @@ def main(args: argparse.Namespace) -> int:
           f"(50 calls on jfk.wav); in the run: {len(compute_log)} calls, p50 {np.percentile(compute_log, 50):.1f}, "
           f"p95 {np.percentile(compute_log, 95):.1f} ms; run {run_s:.0f} s")
     if judge is not None:
-        print(f"LLM judging the words: {len(judge.log)} texts, p50 {np.percentile(judge.log, 50):.1f}, "
+        print(f"{'LLM' if args.reader == 'llm' else 'end-of-turn model'} judging the words: {len(judge.log)} texts, p50 {np.percentile(judge.log, 50):.1f}, "
               f"p95 {np.percentile(judge.log, 95):.1f} ms")
     if asr_log:
         print(f"whisper transcript for the cue: {len(asr_log)} calls, p50 {np.percentile(asr_log, 50):.1f}, "
@@ -385,7 +414,7 @@ def main(args: argparse.Namespace) -> int:
         "smart_turn": {"model": str(models["turn"]["model"]), "threads": args.threads, "cost_50_calls": cost,
                        "run_calls": len(compute_log), "run_p50_ms": float(np.percentile(compute_log, 50)),
                        "run_p95_ms": float(np.percentile(compute_log, 95))},
-        "words_llm": ({"texts": len(judge.log), "p50_ms": float(np.percentile(judge.log, 50)),
+        "words_llm": ({"reader": args.reader, "texts": len(judge.log), "p50_ms": float(np.percentile(judge.log, 50)),
                        "p95_ms": float(np.percentile(judge.log, 95)),
                        "scores": {t: round(v[0], 3) for t, v in judge.cache.items()}} if judge else None),
         "cue_asr": ({"calls": len(asr_log), "p50_ms": float(np.percentile(asr_log, 50)),
@@ -419,6 +448,8 @@ if __name__ == "__main__":
     p.add_argument("--tail-s", type=float, default=2.5, help="silence after each utterance (s)")
     p.add_argument("--threads", type=int, default=1, help="smart-turn onnxruntime threads")
     p.add_argument("--words", action="store_true", help="also the LLM's reading of the words (starts the LLM)")
+    p.add_argument("--reader", choices=("llm", "model"), default="llm",
+                   help="--words: who reads them: the served LLM, or our end-of-turn model (app/turn_model)")
     p.add_argument("--word-thresholds", type=floats, default=[-14.0, -13.0, -12.0],
                    help="log P(turn ends) at which the words count as a finished turn")
     p.add_argument("--word-commits", type=lambda s: [int(x) for x in s.split(",")], default=[200, 300],

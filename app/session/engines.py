@@ -25,6 +25,9 @@ class Engines(Protocol):
     tts: TTSEngine
     #: The end-of-turn model (smart-turn) for ``semantic_vad``; None: the profile has none.
     end_of_turn: Any
+    #: Our end-of-turn model on the words at a pause (app/turn_model; ``[vad] reader = "model"``); None: the
+    #: profile reads them with the LLM, or not at all.
+    turn_model: Any
     #: The sentence picker the extract answers with (an embedder's); None: none loaded.
     picker: Any
     #: Ranks the client's tools by the question before the LLM picks one; None: none loaded.

@@ -129,6 +129,16 @@ def test_cpu_base_words_reads_the_words_at_a_pause_and_the_default_does_not():
     assert words["cpu-tiny"][0] == 0
 
 
+def test_the_words_reader_is_the_llm_unless_a_profile_names_our_model(tmp_path):
+    readers = {n: PipelineTuning.from_profile(load_profile(lab.profile(n))).words_reader
+               for n in ("cpu-base", "cpu-base-words", "cpu-base-turn-model")}
+    assert readers == {"cpu-base": "llm", "cpu-base-words": "llm", "cpu-base-turn-model": "model"}
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "bad"\nextends = "cpu-base"\n[set.vad]\nreader = "crystal-ball"\n')
+    with pytest.raises(ConfigError, match="neither"):
+        PipelineTuning.from_profile(load_profile(str(bad)))
+
+
 def test_speech_is_scheduled_by_need_except_in_its_comparison_profile():
     arrival = load_profile(lab.profile("cpu-base-tts-arrival"))
     assert load_profile("cpu-base").stage("tts")["scheduling"] == "need"

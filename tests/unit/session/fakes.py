@@ -303,7 +303,7 @@ def fake_engines(**engines) -> SimpleNamespace:
     """A stack of fakes with every name of :class:`sub250.session.engines.Engines`; ``engines`` replace some
     (None where a test loads none)."""
     names = dict(profile=generative_profile(), about=None, vad_session=FakeVADSession(), asr=FakeASR(),
-                 retriever=FakeRetriever(), llm=FakeLLM(), tts=FakeTTS(), end_of_turn=None, picker=None,
+                 retriever=FakeRetriever(), llm=FakeLLM(), tts=FakeTTS(), end_of_turn=None, turn_model=None, picker=None,
                  tool_selector=None, vocabulary=None)
     return SimpleNamespace(**{**names, **engines})
 
