@@ -37,9 +37,6 @@ class PipelineTuning:
     #: The LLM's log P(the caller's message ends here) at which the words count as finished (``[vad]
     #: finished_logprob``).
     finished_logprob: float = -4.0
-    #: Who reads the words at a pause (``[vad] reader``): "llm" (the served LLM's log P(end)) or "model" (our
-    #: end-of-turn model, app/turn_model: log P(done) from the words and the assistant's turn before).
-    words_reader: str = "llm"
     #: Silence that ends a pause whose words the LLM reads as unfinished but that do not end open (``[vad]
     #: unfinished_hold_ms``); 0: ``hold_open_ms``, as open words.
     unfinished_hold_ms: int = 0
@@ -66,6 +63,7 @@ class PipelineTuning:
         nudge); None: texts that name no company."""
         vad, asr, llm, tts = (profile.stage(s) for s in ("vad", "asr", "llm", "tts"))
         d = cls()
+        words_reader(profile)  # a profile sessions are tuned by names a reader that exists (the stack loads it)
         return cls(
             instructions=(about or About()).instructions,
             served_name=str(llm.get("served_name", d.served_name)),
@@ -73,7 +71,6 @@ class PipelineTuning:
             hold_open_ms=_hold_open_ms(vad.get("hold_open_ms", d.hold_open_ms)),
             finished_commit_ms=_finished_commit_ms(vad.get("finished_commit_ms", d.finished_commit_ms)),
             finished_logprob=_finished_logprob(vad.get("finished_logprob", d.finished_logprob)),
-            words_reader=words_reader(profile),
             unfinished_hold_ms=_ms("unfinished_hold_ms", vad.get("unfinished_hold_ms", d.unfinished_hold_ms),
                                    "0 holds them as long as open words (hold_open_ms); 700 ends such a pause "
                                    "after 700 ms of silence"),

@@ -9,9 +9,7 @@ to :data:`~sub250.turn_model.features.MAX_TOKENS`. ``scripts/train_turn_model.py
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,6 @@ HEAD = Path(__file__).with_name("head.npz")
 
 
 class TurnModel:
-    name = "turn-model"
-
     def __init__(self, embedder: Any, tokenizer: Path, head: Path = HEAD, sha256: str | None = None) -> None:
         """``embedder``: the loaded :class:`~sub250.rag.embedder.Embedder` whose session and threads it uses."""
         self.embedder, self.tokenizer_path, self.head_path, self.sha256 = embedder, tokenizer, head, sha256
@@ -35,7 +31,6 @@ class TurnModel:
         self.dense_w: np.ndarray | None = None
         self.hashed_w: np.ndarray | None = None
         self.bias = 0.0
-        self.card: dict[str, Any] = {}
 
     def load(self) -> None:
         try:
@@ -45,7 +40,7 @@ class TurnModel:
                              "run scripts/train_turn_model.py, or reinstall sub250") from None
         if self.sha256 and hashlib.sha256(raw).hexdigest() != self.sha256:
             raise ModelError(f"end-of-turn head {self.head_path} does not match its sha256 {self.sha256}",
-                             "reinstall sub250, or set [turn_model] sha256 to the head you trained") from None
+                             "reinstall sub250, or set [vad] model_sha256 to the head you trained") from None
         with np.load(self.head_path, allow_pickle=False) as head:
             missing = {"dense_w", "hashed_w", "bias", "hash_buckets"} - set(head.files)
             if missing or int(head["hash_buckets"][0]) != F.HASH_BUCKETS or head["dense_w"].shape != (768,):
@@ -53,7 +48,6 @@ class TurnModel:
                                  "retrain it with scripts/train_turn_model.py") from None
             self.dense_w, self.hashed_w = head["dense_w"], head["hashed_w"]
             self.bias = float(head["bias"][0])
-            self.card = json.loads(str(head["report"])) if "report" in head.files else {}
         self.tokenizer = F.tokenizer_for(str(self.tokenizer_path))
 
     def probability(self, words: str, context: str = "") -> float:
@@ -74,16 +68,6 @@ class TurnModel:
         """What :class:`~sub250.session.turn_words.TurnWords` asks, for one session (``context``: the assistant's
         last turn in it)."""
         return TurnModelReader(self, context)
-
-    def describe(self) -> dict[str, Any]:
-        held = self.card.get("held_out", {}).get("chitchat", {})
-        return {"model": self.head_path.name, "held_out_auc": held.get("auc"), "features": "MiniLM states + last words"}
-
-    def timed(self, words: str, context: str = "") -> tuple[float, float]:
-        """(P(done), ms) - for the benchmarks."""
-        t0 = time.perf_counter()
-        p = self.probability(words, context)
-        return p, (time.perf_counter() - t0) * 1000
 
 
 class TurnModelReader:

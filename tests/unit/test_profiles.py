@@ -3,6 +3,7 @@ import pytest
 from scripts.bench import lab
 from sub250.errors import ConfigError
 from sub250.profile_keys import STAGE_KEYS
+from sub250.turn_model import words_reader
 from sub250.profiles import PROFILES_DIR, available_profiles, load_profile
 from sub250.session.tuning import PipelineTuning
 
@@ -130,13 +131,13 @@ def test_cpu_base_words_reads_the_words_at_a_pause_and_the_default_does_not():
 
 
 def test_the_words_reader_is_the_llm_unless_a_profile_names_our_model(tmp_path):
-    readers = {n: PipelineTuning.from_profile(load_profile(lab.profile(n))).words_reader
+    readers = {n: words_reader(load_profile(lab.profile(n)))
                for n in ("cpu-base", "cpu-base-words", "cpu-base-turn-model")}
     assert readers == {"cpu-base": "llm", "cpu-base-words": "llm", "cpu-base-turn-model": "model"}
     bad = tmp_path / "bad.toml"
     bad.write_text('name = "bad"\nextends = "cpu-base"\n[set.vad]\nreader = "crystal-ball"\n')
     with pytest.raises(ConfigError, match="neither"):
-        PipelineTuning.from_profile(load_profile(str(bad)))
+        words_reader(load_profile(str(bad)))
 
 
 def test_speech_is_scheduled_by_need_except_in_its_comparison_profile():
