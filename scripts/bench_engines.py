@@ -5,7 +5,10 @@
 
 Each engine is loaded on its own (in the order of ``sub250 doctor``), its memory is the growth of this
 process's RSS plus its children's (vLLM runs in child processes), then its probe call (the same as
-doctor's) runs ``--runs`` times after one warm-up. Prints a Markdown table and writes JSON.
+doctor's) runs ``--runs`` times after one warm-up. ``turn_model`` (after the embedder, whose MiniLM session it
+shares) is our end-of-turn model (app/turn_model) on whatever profile: one call scores one cut of a replay
+question with the assistant's turn before, the cuts taken in turn (``--turn-runs`` calls). Prints a Markdown
+table and writes JSON.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sub250.config import Settings  # noqa: E402
-from sub250.doctor import ORDER, PROBES, describe, rss_mb  # noqa: E402
+from sub250.doctor import ORDER, PROBES, ProbeResult, describe, rss_mb  # noqa: E402
 from sub250.stack import Stack  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
 
 WHAT = {
     "db": "pgvector HNSW top-3 query",
@@ -34,7 +39,34 @@ WHAT = {
     "tts": "Piper, first sentence (3.3 s of audio)",
     "asr": "Whisper tiny.en int8, 3.4 s utterance",
     "llm": "vLLM TTFT, short chat prompt",
+    "turn_model": "end-of-turn model, one pause's words",
 }
+STAGES = ORDER + ("turn_model",)
+#: The assistant's turn before each scored pause (the model reads it as context).
+CONTEXT = "Hello! I can answer questions about the purifier. What would you like to know?"
+
+
+def turn_model_probe(stack: Stack):
+    """The probe of ``turn_model``: the end-of-turn model over the started embedder, each call one word-boundary
+    cut (or the whole) of the next question of scripts/corpus/questions.json."""
+    from sub250.turn_model.model import TurnModel
+
+    model = stack.turn_model or TurnModel(stack.embedder, stack.models["embedder"]["tokenizer"])
+    if model.dense_w is None:
+        model.load()
+    questions = [q["text"] for q in json.loads((REPO / "scripts/corpus/questions.json").read_text())]
+    texts = [" ".join(q.split()[:n]) for q in questions for n in range(1, len(q.split()) + 1)]
+    state = {"i": 0}
+
+    async def probe(_: Stack) -> ProbeResult:
+        text = texts[state["i"] % len(texts)]
+        state["i"] += 1
+        t0 = time.perf_counter()
+        logprob = await model.done_logprob(text, CONTEXT)
+        ms = (time.perf_counter() - t0) * 1000
+        return ProbeResult(ms, f"P(done | {text!r}) = {np.exp(logprob):.2f}", {"words": float(len(text.split()))})
+
+    return probe
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -42,24 +74,35 @@ async def main(args: argparse.Namespace) -> int:
     stack = Stack.from_settings(settings)
     results: list[dict] = []
     try:
-        for stage in [s for s in ORDER if s in args.stages.split(",")]:
+        wanted = args.stages.split(",")
+        unknown = sorted(set(wanted) - set(STAGES))
+        if unknown:
+            raise SystemExit(f"bench_engines: no stage {', '.join(unknown)} (stages: {', '.join(STAGES)})")
+        for stage in [s for s in STAGES if s in wanted]:
             print(f"{stage}: loading…", file=sys.stderr, flush=True)
             mem0 = rss_mb()
             t0 = time.perf_counter()
-            await stack.start((stage,))
+            if stage == "turn_model":
+                if stack.embedder is None:
+                    await stack.start(("embedder",))
+                probe = await asyncio.to_thread(turn_model_probe, stack)
+            else:
+                await stack.start((stage,))
+                probe = PROBES[stage]
             load_s = time.perf_counter() - t0
             mem = rss_mb() - mem0
-            await PROBES[stage](stack)  # warm-up
+            await probe(stack)  # warm-up
             ms, extras = [], []
-            runs = args.llm_runs if stage == "llm" else args.runs
+            runs = {"llm": args.llm_runs, "turn_model": args.turn_runs}.get(stage, args.runs)
             for _ in range(runs):
-                r = await PROBES[stage](stack)
+                r = await probe(stack)
                 ms.append(r.ms)
                 extras.append(r.extra)
             row = {
                 "stage": stage,
                 "what": WHAT[stage],
-                "engine": describe(stack, stage),
+                "engine": "logistic head on MiniLM int8 (app/turn_model)" if stage == "turn_model"
+                else describe(stack, stage),
                 "load_s": round(load_s, 2),
                 "p50_ms": round(float(np.percentile(ms, 50)), 1),
                 "p95_ms": round(float(np.percentile(ms, 95)), 1),
@@ -102,6 +145,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--llm-runs", type=int, default=10)
+    p.add_argument("--turn-runs", type=int, default=200, help="calls of the end-of-turn model")
     p.add_argument("--out", default="reports/engines.json")
-    p.add_argument("--stages", default=",".join(ORDER), help="comma-separated subset of " + ",".join(ORDER))
+    p.add_argument("--stages", default=",".join(STAGES), help="comma-separated subset of " + ",".join(STAGES))
     raise SystemExit(asyncio.run(main(p.parse_args())))
