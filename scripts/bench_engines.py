@@ -7,7 +7,7 @@ Each engine is loaded on its own (in the order of ``sub250 doctor``), its memory
 process's RSS plus its children's (vLLM runs in child processes), then its probe call (the same as
 doctor's) runs ``--runs`` times after one warm-up. ``turn_model`` (after the embedder, whose MiniLM session it
 shares) is our end-of-turn model (app/turn_model) on whatever profile: one call scores one cut of a replay
-question with the assistant's turn before, the cuts taken in turn (``--turn-runs`` calls). Prints a Markdown
+question (or the whole), the cuts taken in turn (``--turn-runs`` calls). Prints a Markdown
 table and writes JSON.
 """
 
@@ -42,8 +42,6 @@ WHAT = {
     "turn_model": "end-of-turn model, one pause's words",
 }
 STAGES = ORDER + ("turn_model",)
-#: The assistant's turn before each scored pause (the model reads it as context).
-CONTEXT = "Hello! I can answer questions about the purifier. What would you like to know?"
 
 
 def turn_model_probe(stack: Stack):
@@ -62,7 +60,7 @@ def turn_model_probe(stack: Stack):
         text = texts[state["i"] % len(texts)]
         state["i"] += 1
         t0 = time.perf_counter()
-        logprob = await model.done_logprob(text, CONTEXT)
+        logprob = await model.done_logprob(text)
         ms = (time.perf_counter() - t0) * 1000
         return ProbeResult(ms, f"P(done | {text!r}) = {np.exp(logprob):.2f}", {"words": float(len(text.split()))})
 

@@ -3,13 +3,14 @@
 
     .venv/bin/pip install chitchat-dataset==0.9.0      # the training data (MIT; in requirements/test.txt)
     .venv/bin/python scripts/train_turn_model.py [--out app/turn_model/head.npz] [--report reports/turn_model.json]
-        [--train-turns 24000] [--test-turns 6000] [--epochs 12] [--seed 0]
+        [--train-turns 24000] [--test-turns 6000] [--epochs 12] [--seed 0] [--question-weight 16]
 
 Data: the Chit Chat Challenge dialogues (``chitchat-dataset`` 0.9.0 on PyPI, MIT: 7,168 conversations), one
 sample per turn sampled: the whole turn (the messages one sender sent in a row) is a positive, a cut of it at a
-word boundary a negative (turns of one word give a positive only), the other sender's turn before as context;
-plus the project's own questions (``QUESTION_FILES``; never the replay corpus the endpointing benchmark speaks):
-each whole, and each of its cuts. The split is by conversation (a conversation whose id hashes to 0 mod 10 is held out) and by
+word boundary a negative (turns of one word give a positive only); plus the project's own questions
+(``QUESTION_FILES``; never the replay corpus the endpointing benchmark speaks): each whole, and each of its cuts,
+the cuts weighing together as much as the whole, and a question ``--question-weight`` dialogue turns (the caller
+of a support line asks questions more than a chat does). The split is by conversation (a conversation whose id hashes to 0 mod 10 is held out) and by
 question (the same rule on the text). Features: ``sub250.turn_model.features`` (MiniLM's states, the last words
 hashed). The head: a logistic regression (numpy, Adam, seeded), classes weighted to balance.
 
@@ -51,39 +52,40 @@ def held_out(key: str) -> bool:
 
 
 def chitchat_samples(rng: np.random.Generator, train_turns: int, test_turns: int) -> tuple[dict, str]:
-    """{"train"|"test": [(context, user, label)]} from the dialogues, and the data file's SHA-256."""
+    """{"train"|"test": [(words, label, weight)]} from the dialogues, and the data file's SHA-256."""
     path = resources.files("chitchat_dataset") / "dataset.json"
     raw = path.read_bytes()
     data = json.loads(raw)
-    turns: dict[str, list[tuple[str, str]]] = {"train": [], "test": []}
+    turns: dict[str, list[str]] = {"train": [], "test": []}
     for cid in sorted(data):
         split = "test" if held_out(cid) else "train"
-        before = ""
         for turn in data[cid]["messages"]:
             text = " ".join(m["text"] for m in turn if m.get("text"))
             if F.said(text):
-                turns[split].append((before, text))
-            before = text
+                turns[split].append(text)
     out: dict[str, list] = {}
     for split, n in (("train", train_turns), ("test", test_turns)):
         pick = rng.choice(len(turns[split]), size=min(n, len(turns[split])), replace=False)
         out[split] = []
         for i in sorted(pick):
-            context, text = turns[split][i]
-            out[split] += cut_samples(rng, F.last_words(context, F.CONTEXT_WORDS), F.said(text), every=False)
+            out[split] += cut_samples(rng, F.said(turns[split][i]), every=False)
     return out, hashlib.sha256(raw).hexdigest()
 
 
-def cut_samples(rng: np.random.Generator, context: str, words: str, *, every: bool) -> list[tuple[str, str, int]]:
-    """The whole ``words`` (label 1) and a cut at a word boundary (0): one at random, or ``every`` cut."""
+def cut_samples(rng: np.random.Generator, words: str, *, every: bool,
+                weight: float = 1.0) -> list[tuple[str, int, float]]:
+    """The whole ``words`` (label 1) and a cut at a word boundary (0): one at random, or ``every`` cut. The whole
+    weighs ``weight``, and so do its cuts together (every cut is not more evidence against an end than one)."""
     w = words.split()
-    samples = [(context, " ".join(w[-F.USER_WORDS:]), 1)]
+    samples = [(" ".join(w[-F.USER_WORDS:]), 1, weight)]
     cuts = range(1, len(w)) if every else ([int(rng.integers(1, len(w)))] if len(w) > 1 else [])
-    samples += [(context, " ".join(w[:k][-F.USER_WORDS:]), 0) for k in cuts]
+    samples += [(" ".join(w[:k][-F.USER_WORDS:]), 0, weight / len(cuts)) for k in cuts]
     return samples
 
 
-def question_samples(rng: np.random.Generator) -> dict:
+def question_samples(rng: np.random.Generator, weight: float = 1.0) -> dict:
+    """{"train"|"test": [(words, label, weight)]}: each question whole and every cut of it; a training question
+    weighs ``weight`` dialogue turns."""
     out: dict[str, list] = {"train": [], "test": []}
     texts: set[str] = set()
     for name in QUESTION_FILES:
@@ -96,34 +98,37 @@ def question_samples(rng: np.random.Generator) -> dict:
                 texts.add(F.said(text))
     texts -= {F.said(q["text"]) for q in json.loads((ROOT / BENCHMARK_QUESTIONS).read_text())}
     for text in sorted(texts):
-        out["test" if held_out(text) else "train"] += cut_samples(rng, "", text, every=True)
+        split = "test" if held_out(text) else "train"
+        out[split] += cut_samples(rng, text, every=True, weight=weight if split == "train" else 1.0)
     return out
 
 
 def featurize(tokenizer, session, samples: list, batch: int = 64) -> tuple[np.ndarray, np.ndarray]:
     """(dense (n, 768), hashed (n, groups)) in the samples' order."""
-    order = sorted(range(len(samples)), key=lambda i: len(samples[i][0]) + len(samples[i][1]))
+    order = sorted(range(len(samples)), key=lambda i: len(samples[i][0]))
     dense = np.zeros((len(samples), 768), dtype=np.float32)
     t0 = time.perf_counter()
     for start in range(0, len(order), batch):
         idx = order[start:start + batch]
-        dense[idx] = F.encoder_states(tokenizer, session, [samples[i][1] for i in idx], [samples[i][0] for i in idx])
+        dense[idx] = F.encoder_states(tokenizer, session, [samples[i][0] for i in idx])
         if start // batch % 100 == 0:
             print(f"  features {start + len(idx)}/{len(samples)} ({time.perf_counter() - t0:.0f} s)", flush=True)
-    hashed = np.array([F.hashed(s[1]) for s in samples], dtype=np.int64)
+    hashed = np.array([F.hashed(s[0]) for s in samples], dtype=np.int64)
     return dense, hashed
 
 
-def train(dense: np.ndarray, hashed: np.ndarray, labels: np.ndarray, *, epochs: int, seed: int,
-          lr: float = 2e-3, l2: float = 1e-4, batch: int = 256) -> dict[str, np.ndarray]:
+def train(dense: np.ndarray, hashed: np.ndarray, labels: np.ndarray, sample_weights: np.ndarray, *, epochs: int,
+          seed: int, lr: float = 2e-3, l2: float = 1e-4, batch: int = 256) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     mean, std = dense.mean(axis=0), dense.std(axis=0) + 1e-6
     x = (dense - mean) / std
     w = np.zeros(x.shape[1], dtype=np.float64)
     v = np.zeros(F.HASH_GROUPS * F.HASH_BUCKETS, dtype=np.float64)
     b = 0.0
-    pos = labels.mean()
-    weights = np.where(labels == 1, 0.5 / pos, 0.5 / (1 - pos))
+    # classes balanced by weight, the mean weight 1
+    pos = (sample_weights * labels).sum() / sample_weights.sum()
+    weights = sample_weights * np.where(labels == 1, 0.5 / pos, 0.5 / (1 - pos))
+    weights *= len(weights) / weights.sum()
     m_w, s_w, m_v, s_v, m_b, s_b = (np.zeros_like(w), np.zeros_like(w), np.zeros_like(v), np.zeros_like(v), 0.0, 0.0)
     b1, b2, eps, t = 0.9, 0.999, 1e-8, 0
     for epoch in range(epochs):
@@ -186,17 +191,19 @@ int8 ONNX model, shared) and the last words hashed (`app/turn_model/features.py`
 - **Head**: `head.npz`, sha256 `{report["head_sha256"]}` ({args.out.stat().st_size / 1e3:.0f} kB).
 - **Made by** ({report["seconds"]:.0f} s on 2 CPU cores):
   `.venv/bin/python scripts/train_turn_model.py --train-turns {args.train_turns} --test-turns {args.test_turns} \\
-  --epochs {args.epochs} --seed {args.seed}`
+  --epochs {args.epochs} --seed {args.seed} --question-weight {args.question_weight:g}`
 - **Data**: the Chit Chat Challenge dialogues, `chitchat-dataset` 0.9.0 on PyPI (MIT licence; dataset.json
   sha256 `{report["data"]["chitchat_dataset_sha256"]}`), and the project's own questions
   (`{'`, `'.join(QUESTION_FILES)}`;
   Apache-2.0, this repository). The replay corpus
   (`{BENCHMARK_QUESTIONS}`), which the endpointing benchmark speaks, is left out.
-- **Samples**: per dialogue turn sampled (the messages one sender sent in a row, the other's turn before as
-  context), the whole turn (done) and one cut at a word boundary chosen at random (not done); per question, the
-  whole and every cut. {report["train"]["samples"]} training samples, {report["train"]["ends"]} of them whole.
+- **Samples**: per dialogue turn sampled (the messages one sender sent in a row), the whole turn (done) and one
+  cut at a word boundary chosen at random (not done); per question, the whole and every cut (the cuts weighing
+  together as much as the whole), a question weighing {args.question_weight:g} dialogue turns.
+  {report["train"]["samples"]} training samples, {report["train"]["ends"]} of them whole.
 - **Split**: by conversation (id's crc32 mod 10 = 0 held out) and by question text (the same rule).
-- **Not known to it**: punctuation (stripped: Whisper's is unreliable at a pause), audio, the pause's length.
+- **Not known to it**: punctuation (stripped: Whisper's is unreliable at a pause), the assistant's turn before,
+  audio, the pause's length.
 
 Held out: whole turns / cuts, AUC, and at each threshold on P(done) the share of cuts called done (false
 cut-offs) / of whole turns called done:
@@ -223,14 +230,14 @@ def main(args: argparse.Namespace) -> int:
     tokenizer = F.tokenizer_for(str(models["embedder"]["tokenizer"]))
     rng = np.random.default_rng(args.seed)
     chat, data_sha = chitchat_samples(rng, args.train_turns, args.test_turns)
-    questions = question_samples(rng)
+    questions = question_samples(rng, args.question_weight)
     sets = {"train": chat["train"] + questions["train"], "chitchat": chat["test"], "questions": questions["test"]}
     feats = {}
     for name, samples in sets.items():
         print(f"{name}: {len(samples)} samples", flush=True)
-        feats[name] = (*featurize(tokenizer, session, samples), np.array([s[2] for s in samples], dtype=np.float64))
-    head = train(*feats["train"], epochs=args.epochs, seed=args.seed)
-    report = {"seed": args.seed, "epochs": args.epochs, "data": {"chitchat_dataset_sha256": data_sha},
+        feats[name] = (*featurize(tokenizer, session, samples), np.array([s[1] for s in samples], dtype=np.float64))
+    head = train(*feats["train"], np.array([s[2] for s in sets["train"]]), epochs=args.epochs, seed=args.seed)
+    report = {"seed": args.seed, "epochs": args.epochs, "question_weight": args.question_weight, "data": {"chitchat_dataset_sha256": data_sha},
               "train": {"samples": len(sets["train"]), "ends": int(feats["train"][2].sum())}, "held_out": {}}
     print(f"\n{'held out':10} {'n':>6} {'AUC':>6}  " + "  ".join(f"t={t:<4g} cut/done" for t in THRESHOLDS))
     for name in ("chitchat", "questions"):
@@ -263,5 +270,7 @@ if __name__ == "__main__":
     p.add_argument("--test-turns", type=int, default=6000)
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--question-weight", type=float, default=16.0,
+                   help="dialogue turns one of the project's questions weighs in training (with its cuts)")
     p.add_argument("--threads", type=int, default=2)
     sys.exit(main(p.parse_args()))

@@ -143,13 +143,6 @@ class Conversation:
                 return item.id, item.text
         return None
 
-    def last_assistant_text(self) -> str:
-        """The text of the newest assistant item that has any (what the caller answers now); "" if none."""
-        for item in reversed(self._items.values()):
-            if isinstance(item, Item) and item.role == "assistant" and item.text:
-                return item.text
-        return ""
-
     def tool_results(self, after: str) -> list[tuple[FunctionCall | None, FunctionOutput]]:
         """The tool outputs that came after the item ``after`` (the question being answered), oldest first,
         each with its call when that is still here: what a reply to that question answers from."""

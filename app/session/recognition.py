@@ -64,8 +64,8 @@ class AudioRecognition:
         self.listening = Listening(stack.asr, stack.retriever, window=tune.partial_window, send=transport.send,
                                    spawn=tasks.spawn)
         self.detector = TurnDetector(stack.vad_session, td, pause_ms=tune.speculate_after_ms or 64)
-        # the words at a pause read by our end-of-turn model (with the assistant's turn before), or by the LLM
-        reader = stack.llm if stack.turn_model is None else stack.turn_model.reader(conversation.last_assistant_text)
+        # the words at a pause read by our end-of-turn model, or by the LLM
+        reader = stack.llm if stack.turn_model is None else stack.turn_model
         turn_words = None if not tune.finished_commit_ms else \
             TurnWords(reader, tune.finished_logprob, spawn=tasks.spawn, wait_s=max(tune.hold_open_ms, 500) / 1000)
         #: What a silence in the caller's speech means (hold-open, the reading of words, semantic).

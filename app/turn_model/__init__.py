@@ -1,6 +1,6 @@
 """Our own end-of-turn model: P(the caller is done) from the words at a pause (trained in this repo).
 
-``features.py`` turns a transcript (and the assistant's turn before it) into the model's inputs, the same way
+``features.py`` turns a transcript into the model's inputs, the same way
 for training (``scripts/train_turn_model.py``) and serving; ``model.py`` scores them with the shipped head
 (``head.npz``, its card in ``CARD.md``).
 """

@@ -1,8 +1,8 @@
 """The end-of-turn model at run time: a logistic head (``head.npz``) over MiniLM's states and the last words.
 
 It shares the retrieval's MiniLM session (``Embedder.session``: onnxruntime sessions serve concurrent runs) and
-runs on the embedder's threads; its own tokenizer cuts the pair (the assistant's turn before, the caller's words)
-to :data:`~sub250.turn_model.features.MAX_TOKENS`. ``scripts/train_turn_model.py`` makes the head; its card is
+runs on the embedder's threads; its own tokenizer keeps the caller's last
+:data:`~sub250.turn_model.features.MAX_TOKENS` tokens. ``scripts/train_turn_model.py`` makes the head; its card is
 ``CARD.md``.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,31 +49,19 @@ class TurnModel:
             self.bias = float(head["bias"][0])
         self.tokenizer = F.tokenizer_for(str(self.tokenizer_path))
 
-    def probability(self, words: str, context: str = "") -> float:
-        """P(the caller is done) after ``words`` (the transcript so far), ``context`` the assistant's turn before.
-        Blocking: from async code, :meth:`done_logprob`."""
+    def probability(self, words: str) -> float:
+        """P(the caller is done) after ``words`` (the transcript so far). Blocking: from async code,
+        :meth:`done_logprob`."""
         assert self.dense_w is not None and self.hashed_w is not None, "load() first"
         user = F.last_words(words, F.USER_WORDS)
-        dense = F.encoder_states(self.tokenizer, self.embedder.session, [user],
-                                 [F.last_words(context, F.CONTEXT_WORDS)])[0]
+        dense = F.encoder_states(self.tokenizer, self.embedder.session, [user])[0]
         z = float(dense @ self.dense_w) + float(self.hashed_w[F.hashed(user)].sum()) + self.bias
         return 1 / (1 + math.exp(-max(-60.0, min(60.0, z))))
 
-    async def done_logprob(self, words: str, context: str = "") -> float:
-        p = await self.embedder.run(self.probability, words, context)
+    async def done_logprob(self, words: str) -> float:
+        p = await self.embedder.run(self.probability, words)
         return math.log(max(p, 1e-12))
 
-    def reader(self, context: Callable[[], str]) -> TurnModelReader:
-        """What :class:`~sub250.session.turn_words.TurnWords` asks, for one session (``context``: the assistant's
-        last turn in it)."""
-        return TurnModelReader(self, context)
-
-
-class TurnModelReader:
-    """The model as a session's reader of the words at a pause (``turn_end_logprob``, as ``LLMEngine`` has)."""
-
-    def __init__(self, model: TurnModel, context: Callable[[], str]) -> None:
-        self.model, self.context = model, context
-
     async def turn_end_logprob(self, text: str, request_id: str) -> float | None:
-        return await self.model.done_logprob(text, self.context())
+        """What :class:`~sub250.session.turn_words.TurnWords` asks of a reader (as of ``LLMEngine``)."""
+        return await self.done_logprob(text)
