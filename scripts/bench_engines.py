@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -53,12 +54,10 @@ def turn_model_probe(stack: Stack):
     if model.dense_w is None:
         model.load()
     questions = [q["text"] for q in json.loads((REPO / "scripts/corpus/questions.json").read_text())]
-    texts = [" ".join(q.split()[:n]) for q in questions for n in range(1, len(q.split()) + 1)]
-    state = {"i": 0}
+    texts = itertools.cycle([" ".join(q.split()[:n]) for q in questions for n in range(1, len(q.split()) + 1)])
 
     async def probe(_: Stack) -> ProbeResult:
-        text = texts[state["i"] % len(texts)]
-        state["i"] += 1
+        text = next(texts)
         t0 = time.perf_counter()
         logprob = await model.done_logprob(text)
         ms = (time.perf_counter() - t0) * 1000

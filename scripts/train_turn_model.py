@@ -237,7 +237,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"{name}: {len(samples)} samples", flush=True)
         feats[name] = (*featurize(tokenizer, session, samples), np.array([s[1] for s in samples], dtype=np.float64))
     head = train(*feats["train"], np.array([s[2] for s in sets["train"]]), epochs=args.epochs, seed=args.seed)
-    report = {"seed": args.seed, "epochs": args.epochs, "question_weight": args.question_weight, "data": {"chitchat_dataset_sha256": data_sha},
+    report = {"seed": args.seed, "epochs": args.epochs, "question_weight": args.question_weight,
+              "data": {"chitchat_dataset_sha256": data_sha},
               "train": {"samples": len(sets["train"]), "ends": int(feats["train"][2].sum())}, "held_out": {}}
     print(f"\n{'held out':10} {'n':>6} {'AUC':>6}  " + "  ".join(f"t={t:<4g} cut/done" for t in THRESHOLDS))
     for name in ("chitchat", "questions"):

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sub250.session.turn_cue import as_said
+
 WINDOW_MS = 32
 #: smart-turn's score at 200 ms of silence: 6 windows after the last speech window (the benchmark's
 #: ``smart-turn@200ms`` rules score there).
@@ -24,11 +26,6 @@ class PauseSample:
     words: str
     model_logprob: float
     smart_turn: float
-
-
-def _said(text: str) -> str:
-    # the key the benchmark's ModelJudge caches under (sub250.session.turn_cue.as_said)
-    return text.strip().rstrip(".,?!;:…-").rstrip()
 
 
 def pause_samples(report: dict) -> list[PauseSample]:
@@ -50,10 +47,11 @@ def pause_samples(report: dict) -> list[PauseSample]:
             continue
         window, text = min(near, key=lambda wt: abs(wt[0] - last))
         scores = dict((w, p) for w, p in stream["scores"])
-        if _said(text) not in logprobs or window + SMART_TURN_AFTER not in scores:
+        # the benchmark's ModelJudge keeps its scores by the words as said
+        if as_said(text) not in logprobs or window + SMART_TURN_AFTER not in scores:
             continue
         out.append(PauseSample(f"{stream['group']}/{stream['id']}", stream["group"], done, text,
-                               logprobs[_said(text)], scores[window + SMART_TURN_AFTER]))
+                               logprobs[as_said(text)], scores[window + SMART_TURN_AFTER]))
     return out
 
 

@@ -3,9 +3,9 @@ import pytest
 from scripts.bench import lab
 from sub250.errors import ConfigError
 from sub250.profile_keys import STAGE_KEYS
-from sub250.turn_model import words_reader
 from sub250.profiles import PROFILES_DIR, available_profiles, load_profile
 from sub250.session.tuning import PipelineTuning
+from sub250.turn_model import words_reader
 
 DEPLOYABLE = {"cpu-base", "cpu-gemma", "gpu-8b", "remote-vllm"}
 
