@@ -87,6 +87,7 @@ class TurnWords:
     async def _judge(self, reading: _Reading) -> Judgement | None:
         words = await reading.held.words.wait(self.wait_s)
         if words is None:
+            log.info("the words at the pause were not known within %.1f s: it goes by silence", self.wait_s)
             return None
         if ends_open(words):
             return Judgement(words, finished=False)
