@@ -64,6 +64,12 @@ class Settings:
     #: WebRTC: the addresses the server offers as ICE host candidates, comma-separated. Empty: every
     #: non-loopback address (aioice's default), or 127.0.0.1 on a machine that has no other.
     ice_hosts: str = ""
+    #: Phone calls through Twilio Media Streams (app/telephony): the account's auth token, which checks each
+    #: webhook's X-Twilio-Signature and keys the stream tokens. Empty: the telephony routes answer 404.
+    twilio_auth_token: str = ""
+    #: The server's public URL as Twilio (or any caller from outside) reaches it, e.g. https://voice.example.com:
+    #: the URL Twilio signs. Empty: rebuilt from each request (X-Forwarded-Proto, Host).
+    public_url: str = ""
     #: glibc malloc arenas the server may open (``mallopt(M_ARENA_MAX)``, see app/native_memory.py);
     #: 0 keeps glibc's default (8 per core), which let RSS climb under concurrent sessions.
     malloc_arena_max: int = 2

@@ -9,11 +9,14 @@ import asyncio
 import errno
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sub250 import native_memory
 from sub250.errors import Sub250Error
 from sub250.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter
+
+if TYPE_CHECKING:
+    from sub250.telephony.twilio_routes import TwilioSettings
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ class DrainReport:
 class Server:
     def __init__(self, host: str, port: int, *, keys: ApiKeys | None = None,
                  limits: GatewayLimits | None = None, ice_hosts: list[str] | None = None,
-                 replica: str = "") -> None:
+                 replica: str = "", twilio: TwilioSettings | None = None) -> None:
         """``replica``: this server's name in a fleet (``/healthz`` and the ``X-Sub250-Replica`` header of every
         answer say it); empty: none is given."""
         self.host, self.port = host, port
@@ -52,6 +55,8 @@ class Server:
         self.failure: str | None = None
         self.calls: dict[str, Any] = {}  # open WebRTC calls by id
         self.ice_hosts = ice_hosts
+        #: Phone calls through Twilio (app/telephony); None: off (its routes answer 404).
+        self.twilio = twilio
         self._runner: Any = None
 
     @property
@@ -134,11 +139,14 @@ class Server:
     async def listen(self) -> None:
         from aiohttp import web
 
+        from sub250.telephony import twilio_routes
         from sub250.transport.http import build_app, runner_options
         from sub250.transport.webrtc import configure_ice_hosts
 
         log.info("WebRTC ICE host candidates: %s", ", ".join(configure_ice_hosts(self.ice_hosts)) or "none")
-        runner = web.AppRunner(build_app(self), **runner_options())
+        app = build_app(self)
+        twilio_routes.add_routes(app, self.twilio)
+        runner = web.AppRunner(app, **runner_options())
         await runner.setup()
         try:
             await web.TCPSite(runner, self.host, self.port).start()

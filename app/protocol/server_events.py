@@ -81,6 +81,11 @@ def buffer_cleared() -> dict[str, Any]:
     return server_event("input_audio_buffer.cleared")
 
 
+def dtmf_received(digit: str, received_at: int) -> dict[str, Any]:
+    """A key pressed on a phone (GA, SIP calls): ``event`` is the key, ``received_at`` Unix seconds."""
+    return server_event("input_audio_buffer.dtmf_event_received", event=digit, received_at=received_at)
+
+
 # --- conversation ------------------------------------------------------------------------------------
 
 def item_added(item: dict[str, Any], previous_item_id: str | None) -> dict[str, Any]:

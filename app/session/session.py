@@ -11,6 +11,7 @@ Wire shapes come from :mod:`app.protocol.server_events`; CPU-heavy work runs on 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -118,6 +119,12 @@ class RealtimeSession:
         self._gateway_ms = (now_ns() - received_ns) / 1e6
         logs.SESSION_ID.set(self.config.id)
         await self._guarded(self.recognition.ingest(pcm16, rate, received_ns), None)
+
+    def dtmf(self, digit: str, received_ns: int) -> None:
+        """A key pressed on the caller's phone (a telephony transport): ``input_audio_buffer.dtmf_event_received``;
+        what the keys mean to the conversation is the telephony transport's (app/telephony/keypad.py)."""
+        self._gateway_ms = (now_ns() - received_ns) / 1e6
+        self.transport.send(ev.dtmf_received(digit, int(time.time())))
 
     async def _guarded(self, work: Awaitable[None], event_id: str | None) -> None:
         """A client mistake gets its ``error``; a fault of ours gets a generic one (details in the log, under

@@ -23,7 +23,8 @@ from prometheus_client import REGISTRY
 
 from sub250.sdk import RealtimeClient
 from sub250.session.turn_cue import as_said
-from tests.conftest import TEST_KEY, TEST_ORIGIN
+from tests.conftest import TEST_KEY
+from tests.e2e.helpers import server_over
 from tests.e2e.test_hold_open import _quiet_run, spoken_turn
 
 pytestmark = pytest.mark.engines
@@ -40,15 +41,10 @@ def _counter(name: str) -> float:
 async def words_server(server):
     """A server over the test server's engines (no second load) whose sessions run cpu-base-words's tuning."""
     from scripts.bench import lab
-    from sub250.gateway import ApiKeys, GatewayLimits
     from sub250.profiles import load_profile
-    from sub250.server import Server
 
-    srv = Server("127.0.0.1", 0, keys=ApiKeys([TEST_KEY]), limits=GatewayLimits(origins=(TEST_ORIGIN,)))
-    await srv.listen()
-    srv.attach(replace(server.stack, profile=load_profile(lab.profile("cpu-base-words"))))
-    yield srv
-    await srv.close()
+    async with server_over(replace(server.stack, profile=load_profile(lab.profile("cpu-base-words")))) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

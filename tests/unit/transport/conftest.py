@@ -25,6 +25,7 @@ class FakeSession:
         self.events: list[tuple[Any, int]] = []
         self.audio: list[tuple[bytes, int, int]] = []
         self.errors: list[Any] = []
+        self.digits: list[str] = []
         self.started = self.closed = False
         self.block: asyncio.Event | None = None  # set it: handle() waits on it (a busy session)
         self.configured: list[Any] = []
@@ -57,6 +58,9 @@ class FakeSession:
 
     async def handle_audio(self, pcm16: bytes, rate: int, received_ns: int) -> None:
         self.audio.append((pcm16, rate, received_ns))
+
+    def dtmf(self, digit: str, received_ns: int) -> None:
+        self.digits.append(digit)
 
     def error(self, err: Any) -> None:
         self.errors.append(err)
