@@ -16,7 +16,7 @@ import pytest_asyncio
 from scripts.bench import phone
 from sub250.gateway import ApiKeys, GatewayLimits
 from sub250.server import Server
-from sub250.telephony import keypad, twilio_call
+from sub250.telephony import keypad, phone_call, twilio_call
 from sub250.telephony.twilio_routes import TwilioSettings
 from tests.unit.transport.conftest import TEST_KEY
 
@@ -59,7 +59,8 @@ async def test_caller_audio_reaches_the_session_as_pcm16_at_8_khz(phone_server, 
         await call.say(mu, realtime=False)
         await until(lambda: sessions and sum(len(a[0]) for a in sessions[0].audio) == 2 * len(mu))
     session = sessions[0]
-    assert session.configured == [twilio_call.PHONE_SESSION] and session.started
+    assert session.configured == [{"type": "realtime", **twilio_call.PHONE_SESSION, "include": ["sub250.latency"]}]
+    assert session.started
     assert {rate for _, rate, _ in session.audio} == {8000}
     assert b"".join(a[0] for a in session.audio) == (phone.pcm_of(mu) * 32768).astype("<i2").tobytes()
     await until(lambda: session.closed and not phone_server.calls)
@@ -108,7 +109,7 @@ async def test_barge_in_clears_what_twilio_holds_and_a_paused_reply_waits(phone_
 
 
 async def test_keys_become_an_entry_and_each_a_dtmf_event(phone_server, sessions, monkeypatch):
-    monkeypatch.setattr(keypad, "ENTRY_IDLE_S", 0.2)
+    monkeypatch.setattr(keypad, "ENTRY_IDLE_S", 0.2)  # read at each key (phone_call.PhoneCall.pressed)
     async with await call_of(phone_server) as call:
         for key in "12#9":
             await call.dtmf(key)
@@ -145,11 +146,11 @@ async def test_events_have_no_reader_but_each_turns_ledger_is_kept(phone_server,
         sent = []
         tw.send({"type": "response.done"}, on_sent=sent.append)
         tw.send({"type": "sub250.turn.latency", "final": False, "beside": {"voice_to_voice": 1.0}})
-        for n in range(twilio_call.KEPT_TURNS + 2):
+        for n in range(phone_call.KEPT_TURNS + 2):
             tw.send({"type": "sub250.turn.latency", "final": True, "turn_id": f"t{n}", "outcome": "completed",
                      "beside": {"voice_to_voice": 400.0 + n}, "spans": {"ttft": 3.0}})
         tw.send({"type": "error", "error": {"code": "invalid_value", "message": "the session said so"}})
         await until(lambda: sent)
-        assert [t["turn_id"] for t in tw.turns] == [f"t{n}" for n in range(2, twilio_call.KEPT_TURNS + 2)]
+        assert [t["turn_id"] for t in tw.turns] == [f"t{n}" for n in range(2, phone_call.KEPT_TURNS + 2)]
         assert "voice_to_voice 433.0 ms" in caplog.text and "invalid_value: the session said so" in caplog.text
         assert not call.heard.other, "nothing but Twilio's messages goes to Twilio"
