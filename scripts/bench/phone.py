@@ -211,3 +211,30 @@ class MediaStream:
         assert self._reader is not None
         await asyncio.wait_for(asyncio.shield(self._reader), timeout)
         return self.close_code
+
+
+#: scripts/bench_phone.py's paths, and the figures its table shows of each.
+PATHS = ("twilio", "sip", "websocket")
+SHOWN = ("voice_to_voice", "ttft", "endpoint_delay")
+
+
+def compare(rows: list[dict[str, Any]], rounds: int) -> tuple[str, dict[str, Any]]:
+    """scripts/bench_phone.py's table: per path and round, p50/p95 of :data:`SHOWN` and WER; and the summaries."""
+    from scripts.bench.stats import summarize
+
+    lines = [f"{'path':<10}{'round':>6}{'n':>4}" + "".join(f"{name + ' p50/p95':>28}" for name in SHOWN)
+             + f"{'WER':>8}"]
+    summary: dict[str, Any] = {}
+    for r in range(1, rounds + 1):
+        for path in PATHS:
+            mine = [t for t in rows if t["path"] == path and t["round"] == r]
+            s = summarize(mine)
+            summary[f"{path}/{r}"] = s
+            cells = []
+            for name in SHOWN:
+                span = s["spans"][name]
+                cells.append("-" if span["p50"] is None else f"{span['p50']:.0f} / {span['p95']:.0f}")
+            wer = s["wer"].get("all")
+            lines.append(f"{path:<10}{r:>6}{s['completed']:>4}" + "".join(f"{c:>28}" for c in cells)
+                         + f"{'-' if wer is None else f'{100 * wer:.1f} %':>8}")
+    return "\n".join(lines), summary
