@@ -49,8 +49,8 @@ SPEC_TOKENS = Counter("sub250_spec_decode_tokens_total", "Speculative decoding d
 # --- the process ---------------------------------------------------------------------------------------
 
 SESSIONS_OPEN = Gauge("sub250_sessions_open", "Realtime sessions open now, by transport (websocket connections, "
-                      "webrtc calls, twilio streams, sip calls); the sum is every open session", ["transport"])
-for _transport in ("websocket", "webrtc", "twilio", "sip"):
+                      "webrtc calls, twilio streams); the sum is every open session", ["transport"])
+for _transport in ("websocket", "webrtc", "twilio"):
     SESSIONS_OPEN.labels(transport=_transport)  # every series exists (at 0) from the start
 TELEPHONY_BAD_FRAMES = Counter("sub250_telephony_bad_frames_total",
                                "Frames of a phone stream that were not a message we can use (logged, dropped)")

@@ -214,7 +214,7 @@ class MediaStream:
 
 
 #: scripts/bench_phone.py's paths, and the figures its table shows of each.
-PATHS = ("twilio", "sip", "websocket")
+PATHS = ("twilio", "websocket")
 SHOWN = ("voice_to_voice", "ttft", "endpoint_delay")
 
 
