@@ -154,3 +154,22 @@ async def test_events_have_no_reader_but_each_turns_ledger_is_kept(phone_server,
         assert [t["turn_id"] for t in tw.turns] == [f"t{n}" for n in range(2, phone_call.KEPT_TURNS + 2)]
         assert "voice_to_voice 433.0 ms" in caplog.text and "invalid_value: the session said so" in caplog.text
         assert not call.heard.other, "nothing but Twilio's messages goes to Twilio"
+
+
+async def test_speech_started_clears_a_finished_reply_still_playing(phone_server, sessions):
+    """The session is done with a reply whose audio Twilio still has to play: when the caller's speech is sure
+    (speech_started), that audio goes, here and in Twilio's buffer - the next reply does not wait behind it."""
+    async with await call_of(phone_server) as call:
+        await until(lambda: phone_server.calls)
+        tw = the_call(phone_server)
+        for _ in range(6):
+            tw.send_audio(bytes(4000), response_id="resp_1", item_id="item_1")  # 3 s, sent 200 ms ahead
+        tw.audio_done("resp_1")
+        await until(lambda: call.heard.media)
+        tw.send({"type": "input_audio_buffer.speech_started", "audio_start_ms": 1000, "item_id": "item_2"})
+        await until(lambda: call.heard.clears)
+        assert not tw.playing, "nothing of resp_1 is left to send or to hear"
+        sent_before = len(call.heard.audio())
+        tw.send_audio(bytes(800), response_id="resp_2", item_id="item_2")
+        await until(lambda: len(call.heard.audio()) == sent_before + 800, 1.0)  # at once, not after resp_1
+        tw.send({"type": "input_audio_buffer.speech_started", "audio_start_ms": 2000, "item_id": "item_3"})
