@@ -17,7 +17,7 @@ ledger), its audio G.711 μ-law at 8 kHz both ways:
 What every phone call does besides (keys, the ledger, the end) is app/telephony/phone_call.py's. A frame that is
 not a Twilio message we can use is logged and dropped (``sub250_telephony_bad_frames_total``); the call goes on.
 The call ends - its session stopped, its slot freed - at ``stop``, when Twilio closes the socket, or when the
-server closes it (drain, shutdown, ``/v1/realtime/calls/{id}/hangup``).
+server closes it (drain, shutdown).
 """
 
 from __future__ import annotations
