@@ -39,6 +39,5 @@ def check(secret: str, call_sid: str, token: str | None, *, now: float | None = 
     expires = int(expires_text)
     if not hmac.compare_digest(mac, _mac(secret, call_sid, expires)):
         return f"{PARAMETER} was not minted for this call"
-    if (time.time() if now is None else now) > expires:
-        return f"{PARAMETER} expired {int((time.time() if now is None else now) - expires)} s ago"
-    return None
+    late = (time.time() if now is None else now) - expires
+    return f"{PARAMETER} expired {int(late)} s ago" if late > 0 else None

@@ -25,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from typing import Any
 
 from aiohttp import WSMsgType, web
@@ -36,6 +37,7 @@ from sub250.metrics import prometheus
 from sub250.metrics.timeline import now_ns
 from sub250.telephony import twilio_messages as tw
 from sub250.telephony.phone_call import PhoneCall
+from sub250.transport.websocket import WS_DONE
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +94,20 @@ class TwilioCall(PhoneCall):
 
     def purge(self, tag: str) -> int:
         """Barge-in: the reply's queued audio goes, and what Twilio buffered of it is cleared."""
+        dropped, sent = self._drop(tag)
+        if sent:  # some of it may still be in Twilio's buffer (a paused reply's chunk in hand)
+            self._clear()
+        return dropped
+
+    def _drop(self, tag: str) -> tuple[int, bool]:
+        """Forget ``tag``'s queued audio; (chunks dropped, whether Twilio was sent some of it)."""
         before = len(self._chunks)
         self._chunks = deque(c for c in self._chunks if c[0] != tag)
         self._paused.discard(tag)
         self._finished.discard(tag)
-        if tag in self._sent:  # some of it may still be in Twilio's buffer (a paused reply's chunk in hand)
-            self._sent.discard(tag)
-            self._clear()
-        return before - len(self._chunks)
+        sent = tag in self._sent
+        self._sent.discard(tag)
+        return before - len(self._chunks), sent
 
     def pause_audio(self, response_id: str, paused: bool) -> None:
         """No more of the reply is sent while paused (what Twilio buffered, at most :data:`LEAD_MS` and the
@@ -111,10 +119,10 @@ class TwilioCall(PhoneCall):
             self._wake.set()
 
     def clear_audio(self, response_id: str | None) -> bool:
+        """One ``clear`` for all it drops (all of it with None)."""
         tags = {response_id} if response_id else {c[0] for c in self._chunks} | self._sent
-        for tag in tags:
-            self.purge(tag)
-        if response_id is None:
+        sent = [self._drop(tag)[1] for tag in tags]
+        if response_id is None or any(sent):
             self._clear()
         return True
 
@@ -137,31 +145,21 @@ class TwilioCall(PhoneCall):
             await self.closed.wait()
 
     async def _read(self) -> None:
-        while True:
-            msg = await self.ws.receive()
-            received = now_ns()
-            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                return
-            if msg.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-                continue
-            refusal = self.limiter.check_message(self.principal.key_id, len(msg.data))
-            if refusal is not None:
-                bad_frame(f"refused by the gateway: {refusal.message}", self.id)
-                continue
-            try:
-                parsed = tw.parse(msg.data)
-            except tw.StreamError as exc:
-                bad_frame(str(exc), self.id)
-                continue
-            if isinstance(parsed, tw.Stop):
-                log.info("twilio call %s: stop", self.id)
-                return
-            if isinstance(parsed, tw.Media):
-                await self._media(parsed, received)
-            elif isinstance(parsed, tw.Dtmf):
-                self.pressed(parsed.digit, received)
-            else:
-                await self.message(parsed, received)
+        async with aclosing(messages(self.ws, self.id, self._admit)) as stream:
+            async for parsed, received in stream:
+                if isinstance(parsed, tw.Stop):
+                    log.info("twilio call %s: stop", self.id)
+                    return
+                if isinstance(parsed, tw.Media):
+                    await self._media(parsed, received)
+                elif isinstance(parsed, tw.Dtmf):
+                    self.pressed(parsed.digit, received)
+                else:
+                    await self.message(parsed, received)
+
+    def _admit(self, data: str | bytes) -> str | None:
+        refusal = self.limiter.check_message(self.principal.key_id, len(data))
+        return None if refusal is None else f"refused by the gateway: {refusal.message}"
 
     async def handle(self, item: Any, received_ns: int) -> None:
         if isinstance(item, tw.Mark):
@@ -230,6 +228,29 @@ class TwilioCall(PhoneCall):
     async def hang_up(self) -> None:
         if not self.ws.closed:
             await self.ws.close()
+
+
+async def messages(ws: web.WebSocketResponse, call: str = "-", admit: Callable[[str | bytes], str | None] | None = None
+                   ) -> AsyncGenerator[tuple[tw.Message, int], None]:
+    """Twilio's messages off ``ws``, each with when its frame was read, until the socket closes. A frame that is not
+    one, or that ``admit`` refuses (it says why), is logged and dropped."""
+    while True:
+        msg = await ws.receive()
+        received = now_ns()
+        if msg.type in WS_DONE:
+            return
+        if msg.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
+            continue
+        why = admit(msg.data) if admit is not None else None
+        if why is not None:
+            bad_frame(why, call)
+            continue
+        try:
+            parsed = tw.parse(msg.data)
+        except tw.StreamError as exc:
+            bad_frame(str(exc), call)
+            continue
+        yield parsed, received
 
 
 def bad_frame(why: str, call: str = "-") -> None:

@@ -17,16 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import web
 
 from sub250.gateway import Principal
 from sub250.metrics import prometheus
 from sub250.telephony import stream_token
 from sub250.telephony import twilio_messages as tw
-from sub250.telephony.twilio_call import START_TIMEOUT_S, TwilioCall, bad_frame
+from sub250.telephony.twilio_call import START_TIMEOUT_S, TwilioCall, bad_frame, messages
 from sub250.transport.http import BACKEND, error_response, not_ready_response
 
 log = logging.getLogger(__name__)
@@ -150,21 +151,13 @@ async def _stream(request: web.Request) -> web.StreamResponse:
 
 async def _until_start(ws: web.WebSocketResponse) -> tw.Start | None:
     """Frames up to ``start`` (``connected`` first, as Twilio sends it); None if the socket closes first."""
-    while True:
-        msg = await ws.receive()
-        if msg.type not in (WSMsgType.TEXT, WSMsgType.BINARY):
-            if msg.type in (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR):
-                return None
-            continue
-        try:
-            parsed = tw.parse(msg.data)
-        except tw.StreamError as exc:
-            bad_frame(str(exc))
-            continue
-        if isinstance(parsed, tw.Start):
-            return parsed
-        if not isinstance(parsed, tw.Connected):
-            bad_frame(f"{type(parsed).__name__.lower()} before start")
+    async with aclosing(messages(ws)) as stream:
+        async for parsed, _ in stream:
+            if isinstance(parsed, tw.Start):
+                return parsed
+            if not isinstance(parsed, tw.Connected):
+                bad_frame(f"{type(parsed).__name__.lower()} before start")
+    return None
 
 
 def _refusal(start: tw.Start, settings: TwilioSettings) -> str | None:

@@ -53,7 +53,8 @@ INBOX_FRAMES = 32
 #: How long a close handshake may take before the socket is simply dropped.
 CLOSE_TIMEOUT_S = 5.0
 
-_WS_DONE = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
+#: The message types that end a connection's reading (aiohttp's).
+WS_DONE = (WSMsgType.CLOSE, WSMsgType.CLOSING, WSMsgType.CLOSED, WSMsgType.ERROR)
 
 
 def websocket_response(protocol: str | None, limits: GatewayLimits) -> web.WebSocketResponse:
@@ -256,7 +257,7 @@ async def _read(ws: web.WebSocketResponse, transport: WebSocketTransport,
             await ws.pong(msg.data)
         elif kind is WSMsgType.PONG:
             transport.pong_received(msg.data, received)
-        elif kind in _WS_DONE:
+        elif kind in WS_DONE:
             if kind is WSMsgType.ERROR:
                 log.info("realtime connection: %s (closed %s)", msg.data, ws.close_code)
             return

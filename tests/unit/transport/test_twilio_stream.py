@@ -168,6 +168,8 @@ async def test_speech_started_clears_a_finished_reply_still_playing(phone_server
         await until(lambda: call.heard.media)
         tw.send({"type": "input_audio_buffer.speech_started", "audio_start_ms": 1000, "item_id": "item_2"})
         await until(lambda: call.heard.clears)
+        await asyncio.sleep(0.1)
+        assert len(call.heard.clears) == 1, "one clear for all it dropped"
         assert not tw.playing, "nothing of resp_1 is left to send or to hear"
         sent_before = len(call.heard.audio())
         tw.send_audio(bytes(800), response_id="resp_2", item_id="item_2")
