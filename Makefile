@@ -18,6 +18,7 @@ test: install
 	@bash scripts/lint.sh
 	@bash scripts/install-browser.sh
 	@bash scripts/install-fleet-tools.sh
+	@bash scripts/install-phone-tools.sh
 	@bash scripts/install-clients.sh
 	@.venv/bin/python -m sub250 models prepare
 	@.venv/bin/python -m pytest -ra

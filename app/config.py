@@ -70,6 +70,10 @@ class Settings:
     #: The server's public URL as Twilio (or any caller from outside) reaches it, e.g. https://voice.example.com:
     #: the URL Twilio signs. Empty: rebuilt from each request (X-Forwarded-Proto, Host).
     public_url: str = ""
+    #: SIP: where the server answers INVITEs, host:port (UDP and TCP), e.g. 0.0.0.0:5060. Empty: no SIP.
+    sip_listen: str = ""
+    #: SIP: the addresses and networks whose INVITEs are answered (a trunk's, a PBX's), comma-separated.
+    sip_allow: str = "127.0.0.1"
     #: glibc malloc arenas the server may open (``mallopt(M_ARENA_MAX)``, see app/native_memory.py);
     #: 0 keeps glibc's default (8 per core), which let RSS climb under concurrent sessions.
     malloc_arena_max: int = 2

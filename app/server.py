@@ -16,6 +16,7 @@ from sub250.errors import Sub250Error
 from sub250.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter
 
 if TYPE_CHECKING:
+    from sub250.telephony.sip_agent import SipSettings
     from sub250.telephony.twilio_routes import TwilioSettings
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ class DrainReport:
 class Server:
     def __init__(self, host: str, port: int, *, keys: ApiKeys | None = None,
                  limits: GatewayLimits | None = None, ice_hosts: list[str] | None = None,
-                 replica: str = "", twilio: TwilioSettings | None = None) -> None:
+                 replica: str = "", twilio: TwilioSettings | None = None, sip: SipSettings | None = None) -> None:
         """``replica``: this server's name in a fleet (``/healthz`` and the ``X-Sub250-Replica`` header of every
         answer say it); empty: none is given."""
         self.host, self.port = host, port
@@ -57,6 +58,9 @@ class Server:
         self.ice_hosts = ice_hosts
         #: Phone calls through Twilio (app/telephony); None: off (its routes answer 404).
         self.twilio = twilio
+        #: SIP calls (app/telephony/sip_call.py); None: off.
+        self.sip_settings = sip
+        self.sip: Any = None
         self._runner: Any = None
 
     @property
@@ -162,9 +166,23 @@ class Server:
         addresses = runner.addresses
         if addresses:
             self.port = addresses[0][1]
+        if self.sip_settings is not None:
+            from sub250.telephony.sip_call import SipService
+
+            self.sip = SipService(self.sip_settings, self)
+            try:
+                await self.sip.start()
+            except Exception as exc:
+                await runner.cleanup()
+                self._runner = None
+                raise Sub250Error(f"SIP cannot listen on {self.sip_settings.host}:{self.sip_settings.port}: {exc}",
+                                  "choose another SUB250_SIP_LISTEN, or leave it empty") from None
 
     async def close(self) -> None:
         """Stop accepting, close open realtime connections (1001) and WebRTC calls, then stop."""
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
+        if self.sip is not None:
+            sip, self.sip = self.sip, None
+            await sip.stop()

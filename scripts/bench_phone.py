@@ -1,16 +1,17 @@
 #!/usr/bin/env python
-"""The phone path against the WebSocket path: the replay corpus through Twilio Media Streams (G.711 μ-law at 8 kHz)
-and through /v1/realtime at 24 kHz PCM, on one server, interleaved (issue #34).
+"""The phone paths against the WebSocket path: the replay corpus through Twilio Media Streams and through SIP
+(Debian's baresip calling, G.711 μ-law at 8 kHz) and through /v1/realtime at 24 kHz PCM, on one server,
+interleaved (issue #34).
 
     .venv/bin/python scripts/bench_phone.py [--corpus all] [--turns 16] [--rounds 2] [--out reports/phone]
 
-Loads the engines once (the default profile, or SUB250_PROFILE) and serves them in this process with Twilio on
-(a random auth token): each utterance is one call of its own on each path, the order of the paths turning from
-one utterance to the next, one call at a time. A Twilio call is driven as Twilio drives it (scripts/bench/phone.py:
-the signed webhook, then the stream at the real pace, marks echoed as played); its latency ledger is the one the
-call keeps (``PhoneCall.turns``: the same ``sub250.turn.latency`` a WebSocket client gets), its transcript the
-session's. An utterance that endpointing cuts in several turns counts its last turn, with every turn's words,
-on both paths (scripts/bench/replay.py's rule).
+Loads the engines once (the default profile, or SUB250_PROFILE) and serves them in this process with Twilio (a
+random auth token) and SIP (a free port on 127.0.0.1) on: each utterance is one call of its own on each path,
+the order of the paths turning from one utterance to the next, one call at a time. A Twilio call is driven as
+Twilio drives it (scripts/bench/phone.py: the signed webhook, then the stream at the real pace, marks echoed as
+played), a SIP call by baresip (scripts/bench/softphone.py); a phone call's latency ledger is the one the call
+keeps (``PhoneCall.turns``: the same ``sub250.turn.latency`` a WebSocket client gets), its transcript the
+session's.
 Prints a table per path and round (voice_to_voice, ttft, endpoint_delay, WER against the references) and writes
 rows.jsonl and summary.json under --out.
 """
@@ -73,6 +74,24 @@ async def answered(server: Any, mine: Any, timeout: float = 60.0) -> dict[str, A
     return {"status": "timeout"}
 
 
+async def sip_turn(server: Any, utt: Any, n: int, workdir: Path) -> dict[str, Any]:
+    import soundfile as sf
+
+    from scripts.bench import softphone
+
+    folder = workdir / f"sip{n}"
+    folder.mkdir(parents=True, exist_ok=True)
+    data, rate = sf.read(str(utt.path), dtype="float32", always_2d=True)
+    wav = softphone.caller_wav(folder / "caller.wav", data.mean(axis=1), rate, tail_s=40)
+    user = f"bench{n}"
+    async with softphone.Softphone(folder, wav, user=user) as phone:
+        await phone.dial(f"sip:sub250@127.0.0.1:{server.sip.port}")
+        await phone.wait_for("CALL_ESTABLISHED", 10)
+        record = await answered(server, lambda c: f"{user}@" in getattr(c, "remote", ""))
+        await phone.hangup()
+    return record
+
+
 async def websocket_turn(ws_url: str, key: str, utt: Any) -> dict[str, Any]:
     from scripts.bench.replay import collect_utterance
     from sub250.sdk import RealtimeClient
@@ -93,6 +112,7 @@ async def main(args: argparse.Namespace) -> int:
     from sub250.rag.sample import load_sample_if_empty
     from sub250.server import Server
     from sub250.stack import Stack
+    from sub250.telephony.sip_agent import SipSettings
     from sub250.telephony.twilio_routes import TwilioSettings
 
     utts = corpus(args.corpus)[:args.turns]
@@ -102,7 +122,8 @@ async def main(args: argparse.Namespace) -> int:
     await load_sample_if_empty(stack.store, stack.embedder, model_id=stack.embedding_model_id)
     await stack.warm_answers()
     key, token = "sk-bench-" + secrets.token_hex(12), secrets.token_hex(16)
-    server = Server("127.0.0.1", 0, keys=ApiKeys([key]), limits=GatewayLimits(), twilio=TwilioSettings(token))
+    server = Server("127.0.0.1", 0, keys=ApiKeys([key]), limits=GatewayLimits(), twilio=TwilioSettings(token),
+                    sip=SipSettings(host="127.0.0.1", port=0))
     await server.listen()
     server.attach(stack)
     voice_url = f"http://127.0.0.1:{server.port}/v1/telephony/twilio/voice"
@@ -120,6 +141,8 @@ async def main(args: argparse.Namespace) -> int:
                     t0 = time.monotonic()
                     if path == "twilio":
                         rec = await phone_turn(server, voice_url, token, utt, n)
+                    elif path == "sip":
+                        rec = await sip_turn(server, utt, n, out / "calls")
                     else:
                         rec = await websocket_turn(ws_url, key, utt)
                     rec.update(path=path, round=r, utterance=utt.id, kind=utt.kind, reference=utt.reference)

@@ -49,13 +49,15 @@ SPEC_TOKENS = Counter("sub250_spec_decode_tokens_total", "Speculative decoding d
 # --- the process ---------------------------------------------------------------------------------------
 
 SESSIONS_OPEN = Gauge("sub250_sessions_open", "Realtime sessions open now, by transport (websocket connections, "
-                      "webrtc calls, twilio streams); the sum is every open session", ["transport"])
-for _transport in ("websocket", "webrtc", "twilio"):
+                      "webrtc calls, twilio streams, sip calls); the sum is every open session", ["transport"])
+for _transport in ("websocket", "webrtc", "twilio", "sip"):
     SESSIONS_OPEN.labels(transport=_transport)  # every series exists (at 0) from the start
 TELEPHONY_BAD_FRAMES = Counter("sub250_telephony_bad_frames_total",
                                "Frames of a phone stream that were not a message we can use (logged, dropped)")
 TELEPHONY_REFUSED = Counter("sub250_telephony_refused_total",
                             "Phone webhooks and streams refused, by reason", ["reason"])
+TELEPHONY_WORKER_RESTARTS = Counter("sub250_telephony_sip_worker_restarts_total",
+                                    "Times the SIP worker process died and was started again (its calls ended)")
 ASYNCIO_TASKS = Gauge("sub250_asyncio_tasks", "asyncio tasks alive on the event loop that serves /metrics, counted "
                       "at scrape time (NaN when scraped outside an event loop)")
 OUTBOX_DROPPED_AUDIO = Counter("sub250_outbox_dropped_audio_total",

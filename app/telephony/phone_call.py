@@ -67,8 +67,13 @@ class PhoneCall:
     def send(self, event: dict[str, Any], *, tag: str | None = None,
              on_sent: Callable[[int], None] | None = None) -> None:
         """An error is logged, and each turn's final latency report (kept in :attr:`turns`); ``on_sent`` runs
-        (it is "sent" now)."""
+        (it is "sent" now). At ``input_audio_buffer.speech_started`` what is still to be heard of any reply is
+        cleared, as a client stops its playback then (the event comes once the speech is sure:
+        app/session/interruption.py). Without it a reply the session had finished kept playing over the caller
+        and the next reply waited behind it (§46, §47: ``jfk.wav``'s last turn heard 9.3 s late)."""
         kind = event.get("type")
+        if kind == "input_audio_buffer.speech_started" and self.playing:
+            self.clear_audio(None)
         if kind == "error":
             err = event.get("error") or {}
             log.warning("%s call %s: %s: %s", self.kind, self.id, err.get("code"), err.get("message"))
@@ -166,6 +171,10 @@ class PhoneCall:
     @property
     def playing(self) -> bool:
         """Reply audio is still to be heard (the carrier says)."""
+        return False
+
+    def clear_audio(self, response_id: str | None) -> bool:
+        """What is still to be heard of the reply (of every reply with None) goes (the carrier's)."""
         return False
 
     @property

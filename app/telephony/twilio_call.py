@@ -72,16 +72,6 @@ class TwilioCall(PhoneCall):
 
     # --- the session's transport: the reply's audio ------------------------------------------------------
 
-    def send(self, event: dict[str, Any], *, tag: str | None = None,
-             on_sent: Callable[[int], None] | None = None) -> None:
-        """As every phone call's; and at ``input_audio_buffer.speech_started`` what is still to be heard of any
-        reply is cleared, as a client stops its playback then (the event comes once the speech is sure:
-        app/session/interruption.py). Without it a reply the session had finished kept playing over the caller
-        and the next reply waited behind it (§46: ``jfk.wav``'s last turn heard 9.3 s late)."""
-        if event.get("type") == "input_audio_buffer.speech_started" and self.playing:
-            self.clear_audio(None)
-        super().send(event, tag=tag, on_sent=on_sent)
-
     def send_audio(self, pcm16: bytes | memoryview, *, response_id: str, item_id: str,
                    on_sent: Callable[[int], None] | None = None) -> None:
         """``pcm16`` is μ-law here (the session encodes it: its output format is ``audio/pcmu``)."""

@@ -214,7 +214,7 @@ class MediaStream:
 
 
 #: scripts/bench_phone.py's paths, and the figures its table shows of each.
-PATHS = ("twilio", "websocket")
+PATHS = ("twilio", "sip", "websocket")
 SHOWN = ("voice_to_voice", "ttft", "endpoint_delay")
 
 

@@ -12,13 +12,13 @@ def turn(path: str, rnd: int, v2v: float, transcript: str = "how far from the wa
 
 
 def test_the_table_has_a_row_per_path_and_round_with_its_own_figures():
-    rows = [turn("twilio", 1, 700.0), turn("twilio", 1, 900.0), turn("websocket", 1, 500.0),
-            turn("twilio", 2, 650.0), turn("websocket", 2, 520.0, "how far from the mall")]
+    rows = [turn("twilio", 1, 700.0), turn("twilio", 1, 900.0), turn("sip", 1, 640.0), turn("websocket", 1, 500.0),
+            turn("twilio", 2, 650.0), turn("sip", 2, 600.0), turn("websocket", 2, 520.0, "how far from the mall")]
     text, summary = phone.compare(rows, 2)
     lines = text.splitlines()
-    assert len(lines) == 5 and lines[1].split()[:3] == ["twilio", "1", "2"]
+    assert len(lines) == 7 and lines[1].split()[:3] == ["twilio", "1", "2"]
     assert "800 / 890" in lines[1] and "0.0 %" in lines[1]
-    assert lines[4].split()[:3] == ["websocket", "2", "1"] and "20.0 %" in lines[4]
+    assert lines[6].split()[:3] == ["websocket", "2", "1"] and "20.0 %" in lines[6]
     assert summary["twilio/1"]["spans"]["voice_to_voice"]["p50"] == 800.0
 
 
