@@ -1,5 +1,5 @@
-"""What every phone call is, whatever carries it (a Twilio stream; SIP waits on the branch sip-pjsua2, see
-docs/lab/JOURNAL.md §46): one normal session, with no one reading its events.
+"""What every phone call is, whatever carries it (a Twilio stream, a SIP call): one normal session, with no one
+reading its events.
 
 :class:`PhoneCall` owns the session and the call's inbox (caller audio, keys, and the carrier's own messages,
 handled one at a time in arrival order), and does what only a phone needs:
