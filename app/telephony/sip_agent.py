@@ -163,7 +163,10 @@ class SipAgent:
 
     async def _kill(self, proc: asyncio.subprocess.Process) -> None:
         if proc.returncode is None:
-            proc.kill()
+            try:
+                proc.kill()
+            except ProcessLookupError:  # it exited after the check, before asyncio saw it
+                pass
             await proc.wait()
 
     async def _logs(self, proc: asyncio.subprocess.Process) -> None:
@@ -191,34 +194,28 @@ class SipAgent:
 
     def _message(self, fields: dict[str, Any], payload: bytes) -> None:
         op, key = fields["op"], int(fields.get("key", 0))
-        if op == "audio":
-            call = self.calls.get(key)
-            if call is not None:
+        if op in ("audio", "sent", "idle", "dtmf", "ended"):
+            call = self.calls.pop(key, None) if op == "ended" else self.calls.get(key)
+            if call is None:
+                return  # ended here meanwhile (hung up, server stopping)
+            if op == "audio":
                 call.frame_in(payload, int(fields["t"]))
-        elif op == "sent":
-            call = self.calls.get(key)
-            if call is not None:
+            elif op == "sent":
                 call.frame_sent(int(fields["id"]), int(fields["t"]))
-        elif op == "idle":
-            call = self.calls.get(key)
-            if call is not None:
+            elif op == "idle":
                 call.queue_idle(int(fields["seq"]))
-        elif op == "dtmf":
-            call = self.calls.get(key)
-            if call is not None:
+            elif op == "dtmf":
                 call.pressed(str(fields["digit"]), int(fields["t"]))
-        elif op == "ended":
-            call = self.calls.pop(key, None)
-            if call is not None:
+            else:
                 call.remote_ended(str(fields.get("reason", "")))
         elif op == "invite":
             self.on_invite(Invite(agent=self, key=key, source=str(fields["source"]), remote=str(fields["remote"])))
-        elif op == "ready":
+        elif op in ("ready", "failed"):
             if self._ready is not None and not self._ready.done():
-                self._ready.set_result(int(fields["port"]))
-        elif op == "failed":
-            if self._ready is not None and not self._ready.done():
-                self._ready.set_exception(OSError(str(fields.get("error"))))
+                if op == "ready":
+                    self._ready.set_result(int(fields["port"]))
+                else:
+                    self._ready.set_exception(OSError(str(fields.get("error"))))
         else:
             log.warning("SIP: unknown message %r from the worker", op)
 
