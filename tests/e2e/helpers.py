@@ -1,5 +1,7 @@
 """Shared by the end-to-end tests."""
 
+import asyncio
+import time
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,3 +31,11 @@ async def server_over(stack: Any, **server_args: Any):
         yield srv
     finally:
         await srv.close()
+
+
+async def until(predicate: Any, timeout: float, what: str) -> None:
+    """Wait for ``predicate()`` to hold, failing with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
+        await asyncio.sleep(0.05)

@@ -19,7 +19,7 @@ import soxr
 from prometheus_client import REGISTRY
 
 from scripts.bench import softphone
-from tests.e2e.helpers import server_over
+from tests.e2e.helpers import server_over, until
 
 pytestmark = pytest.mark.engines
 QUESTIONS = {  # tests/data/kb_questions.json and tests/data/answers/questions.jsonl: what each answer holds
@@ -55,13 +55,6 @@ async def sip_server(server):
 
 def sip_calls(server) -> list:
     return [c for c in server.calls.values() if c.id.startswith("sip")]
-
-
-async def until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.05)
 
 
 def caller(speak, tmp_path, question: str, name: str = "caller.wav"):

@@ -18,7 +18,7 @@ import soxr
 from prometheus_client import REGISTRY
 
 from scripts.bench import phone
-from tests.e2e.helpers import server_over
+from tests.e2e.helpers import server_over, until
 
 pytestmark = pytest.mark.engines
 AUTH_TOKEN = "twilio-test-auth-token-0123456789abcdef"
@@ -57,13 +57,6 @@ async def answered(voice_url: str, call_sid: str) -> phone.Twiml:
 
 def twilio_calls(server) -> list:
     return [c for c in server.calls.values() if c.id.startswith("tw")]
-
-
-async def until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout} s: {what}"
-        await asyncio.sleep(0.05)
 
 
 async def test_the_webhook_answers_twiml_that_streams_to_us(phone_server, voice_url):
