@@ -2,8 +2,9 @@
 
 ``tool_choice`` decides first: ``none`` (or no tools) calls nothing; ``{"type": "function", "name": N}``
 calls N (the model writes only its arguments); ``required`` always calls one; ``auto`` lets the profile's
-selector (:class:`~app.tools.policy.ToolPolicy`) decide. Every generation runs under a JSON schema (the
-engine's structured outputs), so the output parses; the arguments are then validated against the tool's
+selector (:class:`~app.tools.policy.ToolPolicy`) decide. A chosen tool whose one argument the question holds
+as it is (an order number) gets it read, not written (app/tools/reading.py). Every generation runs under a JSON
+schema (the engine's structured outputs), so the output parses; the arguments are then validated against the tool's
 own schema with ``jsonschema`` - a model that still gets them wrong raises :class:`ToolArgumentsError`
 (the reply turns it into an ``error`` event and a failed response, never a crash or a hang).
 """
@@ -24,6 +25,7 @@ from sub250.llm.base import LLMRequest, TokenDelta
 from sub250.protocol.tools import FunctionTool, ToolChoice
 from sub250.tools import prompt
 from sub250.tools.policy import ToolPolicy
+from sub250.tools.reading import read_arguments
 from sub250.tools.selector import EmbeddingSelector
 
 #: ``request -> the engine's deltas`` (``LLMEngine.stream``).
@@ -58,11 +60,14 @@ class Decision:
     kb_score: float | None = None
     ms: float = 0.0
     tokens: int = 0
+    #: The arguments were read from the question, not written by the model (app/tools/reading.py).
+    read: bool = False
 
     def report(self) -> dict[str, Any]:
         r = lambda v: None if v is None else round(v, 4)  # noqa: E731
         return {"selector": self.selector, "called": self.call.name if self.call else None, "best": self.best,
-                "score": r(self.score), "kb_score": r(self.kb_score), "ms": round(self.ms, 3), "tokens": self.tokens}
+                "score": r(self.score), "kb_score": r(self.kb_score), "ms": round(self.ms, 3), "tokens": self.tokens,
+                "read": self.read}
 
 
 class ToolCaller:
@@ -98,6 +103,12 @@ class ToolCaller:
         return await self._whole_call(Decision("llm"), tools, question, request_id, may_decline=not required)
 
     async def _arguments(self, decision: Decision, tool: FunctionTool, question: str, request_id: str) -> Decision:
+        """The chosen tool's arguments: read from the question when it holds them (app/tools/reading.py), else
+        written by the model under the tool's schema."""
+        read = read_arguments(tool, question)
+        if read is not None:
+            decision.call, decision.read = ToolCall(tool.name, prompt.compact(read)), True
+            return decision
         value = await self._generate(decision, prompt.messages(prompt.describe_arguments(tool), question),
                                      tool.parameters, request_id, tool.name)
         decision.call = ToolCall(tool.name, prompt.compact(self._valid(tool, value)))
