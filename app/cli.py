@@ -225,6 +225,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from sub250.rag.kb import SAMPLE_KB
     from sub250.server import Server
     from sub250.stack import Stack
+    from sub250.telephony.call_webhook import CallWebhook
     from sub250.telephony.sip_agent import SipSettings
     from sub250.telephony.twilio_routes import TwilioSettings
 
@@ -239,7 +240,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ice = [a.strip() for a in settings.ice_hosts.split(",") if a.strip()] or None
         server = Server(settings.host, settings.port, keys=keys, limits=limits, ice_hosts=ice,
                         replica=settings.replica_name, twilio=TwilioSettings.of(settings),
-                        sip=SipSettings.of(settings))
+                        sip=SipSettings.of(settings), call_webhook=CallWebhook.of(settings))
         await server.listen()  # fail fast on an occupied port, before a minute of model loading
         print(f"sub250 listening on {server.url} (health: {server.url}/healthz); loading engines…", flush=True)
         print(key_note, flush=True)

@@ -70,6 +70,14 @@ class Settings:
     #: The server's public URL as Twilio (or any caller from outside) reaches it, e.g. https://voice.example.com:
     #: the URL Twilio signs. Empty: rebuilt from each request (X-Forwarded-Proto, Host).
     public_url: str = ""
+    #: Twilio's REST API (a transfer updates the call's TwiML there). Empty: https://api.twilio.com; set it for a
+    #: proxy or a stand-in.
+    twilio_api_url: str = ""
+    #: Phone calls: the app's URL that gets a POST for each call that comes in (app/telephony/call_webhook.py), so it
+    #: can follow and steer the call (``/v1/realtime?call_id=``). Empty: none is sent.
+    call_webhook_url: str = ""
+    #: The secret that signs each call webhook (``X-Sub250-Signature: sha256=…``). Empty: unsigned.
+    call_webhook_secret: str = ""
     #: SIP: where the server answers INVITEs, host:port (UDP and TCP), e.g. 0.0.0.0:5060. Empty: no SIP.
     sip_listen: str = ""
     #: SIP: the addresses and networks whose INVITEs are answered (a trunk's, a PBX's), comma-separated.

@@ -16,6 +16,7 @@ from sub250.errors import Sub250Error
 from sub250.gateway import Admission, ApiKeys, GatewayLimits, KeyLimiter
 
 if TYPE_CHECKING:
+    from sub250.telephony.call_webhook import CallWebhook
     from sub250.telephony.sip_agent import SipSettings
     from sub250.telephony.twilio_routes import TwilioSettings
 
@@ -40,7 +41,8 @@ class DrainReport:
 class Server:
     def __init__(self, host: str, port: int, *, keys: ApiKeys | None = None,
                  limits: GatewayLimits | None = None, ice_hosts: list[str] | None = None,
-                 replica: str = "", twilio: TwilioSettings | None = None, sip: SipSettings | None = None) -> None:
+                 replica: str = "", twilio: TwilioSettings | None = None, sip: SipSettings | None = None,
+                 call_webhook: CallWebhook | None = None) -> None:
         """``replica``: this server's name in a fleet (``/healthz`` and the ``X-Sub250-Replica`` header of every
         answer say it); empty: none is given."""
         self.host, self.port = host, port
@@ -60,6 +62,8 @@ class Server:
         self.twilio = twilio
         #: SIP calls (app/telephony/sip_call.py); None: off.
         self.sip_settings = sip
+        #: Where each phone call that comes in is announced (app/telephony/call_webhook.py); None: nowhere.
+        self.call_webhook = call_webhook
         self.sip: Any = None
         self._runner: Any = None
 

@@ -78,6 +78,10 @@ class SessionConfig:
     #: policy - the out-of-scope gate and the grounded extract - whatever the instructions; False turns them off
     #: explicitly: the LLM answers freely from the retrieved passages.
     grounding: bool = True
+    #: sub250 extension (``session.sub250.keypad_tool``): on a phone call, the function tool that what the caller
+    #: keys in calls (``tool_choice`` forced for that response: the model writes only its arguments, from the
+    #: digits); "" (the default): the model decides, as for words. A name not among ``tools`` is refused.
+    keypad_tool: str = ""
     #: Function tools the model may call, and how (``tool_choice``).
     tools: tuple[t.FunctionTool, ...] = ()
     tool_choice: t.ToolChoice = t.AUTO
@@ -150,6 +154,8 @@ class SessionConfig:
             for name in ("speculative_turns", "interruption_check", "grounding"):
                 if ext.get(name) is not None:
                     changes[name] = f.boolean(ext[name], f"session.sub250.{name}", event_id)
+            if ext.get("keypad_tool") is not None:
+                changes["keypad_tool"] = _keypad_tool(ext["keypad_tool"], changes.get("tools", self.tools), event_id)
         audio = session.get("audio")
         if audio is not None:
             f.obj(audio, "session.audio", event_id)
@@ -161,6 +167,14 @@ class SessionConfig:
             if out is not None:
                 changes.update(_audio_output(f.obj(out, "session.audio.output", event_id), event_id))
         return replace(self, **changes) if changes else self
+
+
+def _keypad_tool(value: Any, tools: tuple[t.FunctionTool, ...], event_id: str | None) -> str:
+    name = f.any_string(value, "session.sub250.keypad_tool", event_id)
+    if name and name not in {tool.name for tool in tools}:
+        raise f.invalid("session.sub250.keypad_tool", f"'keypad_tool' names {name!r}, which is not among the tools",
+                        event_id)
+    return name
 
 
 def _audio_format(fmt: Any, param: str, pcm: AudioFormat, event_id: str | None) -> AudioFormat | None:

@@ -10,6 +10,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, urlsplit
 
 from sub250.sdk.events import ServerEvent, Sources, TurnLatency
 from sub250.sdk.playback import Playback
@@ -99,13 +100,19 @@ class TurnResult:
 class RealtimeClient:
     def __init__(self, url: str = "ws://127.0.0.1:8250/v1/realtime", api_key: str | None = None, *,
                  model: str | None = None, connect_retries: int = 3, auto_truncate: bool = True,
-                 include: Sequence[str] = SUB250_EVENTS) -> None:
+                 include: Sequence[str] = SUB250_EVENTS, call_id: str | None = None) -> None:
         """``auto_truncate``: when the caller talks over a reply (``speech_started``), tell the server how much
         of it was played (``conversation.item.truncate``, from :attr:`playback`), so that its history holds what
         the caller heard. ``include``: the ``session.include`` every session update sends - by default every
         sub250 event (latency reports, sources, partial transcripts, pauses), which :meth:`collect_turn` reads;
-        ``()``: the GA API's events only."""
-        self.url = url if model is None else f"{url}{'&' if '?' in url else '?'}model={model}"
+        ``()``: the GA API's events only. ``call_id``: follow and steer a phone call instead of opening a session
+        (its events, its tools, :meth:`refer`; the audio stays on the phone)."""
+        self.base_url = url
+        self.call_id = call_id
+        for name, value in (("model", model), ("call_id", call_id)):
+            if value is not None:
+                url = f"{url}{'&' if '?' in url else '?'}{name}={quote(value, safe='')}"
+        self.url = url
         self.api_key = api_key
         self.connect_retries = connect_retries
         self.ws: Any = None
@@ -226,6 +233,8 @@ class RealtimeClient:
             session = {**session, "tools": self.tools.definitions()}
         if self.include and "include" not in session:
             session = {**session, "include": list(self.include)}
+        if self.tools.keypad and "sub250" not in session:
+            session = {**session, "sub250": {"keypad_tool": self.tools.keypad}}
         await self.send({"type": "session.update", "session": {"type": "realtime", **session}})
         ev = await self.wait_for("session.updated", "error", timeout=10)
         if ev.is_error:
@@ -286,6 +295,31 @@ class RealtimeClient:
                 if delay > 0:
                     await asyncio.sleep(delay)
         return last_speech_ns
+
+    async def refer(self, target_uri: str) -> str:
+        """Hand the phone call this client follows to ``target_uri`` (``sip:…`` or ``tel:+…``): returns the
+        carrier's status once it took the transfer; raises ``RuntimeError`` with the server's words otherwise."""
+        return (await self._call_request("refer", {"target_uri": target_uri}))["status"]
+
+    async def hangup(self) -> None:
+        """End the call this client follows."""
+        await self._call_request("hangup", None)
+
+    async def _call_request(self, action: str, body: dict[str, Any] | None) -> dict[str, Any]:
+        import aiohttp
+
+        if self.call_id is None:
+            raise RuntimeError("this client follows no call (RealtimeClient(call_id=...))")
+        parts = urlsplit(self.base_url)
+        scheme = "https" if parts.scheme == "wss" else "http"
+        url = f"{scheme}://{parts.netloc}/v1/realtime/calls/{quote(self.call_id, safe='')}/{action}"
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        async with aiohttp.ClientSession() as http, http.post(url, json=body, headers=headers) as resp:
+            data = await resp.json(content_type=None) if resp.content_length != 0 else {}
+            if resp.status != 200:
+                err = (data or {}).get("error") or {}
+                raise RuntimeError(f"{action} refused ({resp.status} {err.get('code')}): {err.get('message')}")
+            return data or {}
 
     async def commit(self) -> None:
         await self.send({"type": "input_audio_buffer.commit"})

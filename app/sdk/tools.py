@@ -97,16 +97,22 @@ def tool_from_function(fn: Callable[..., Any], *, name: str | None = None, descr
 @dataclass
 class ToolSet:
     tools: dict[str, Tool] = field(default_factory=dict)
+    #: On a phone call, the tool what the caller keys in calls (``keypad=True``; ``session.sub250.keypad_tool``).
+    keypad: str = ""
 
     def __bool__(self) -> bool:
         return bool(self.tools)
 
     def tool(self, fn: Callable[..., Any] | None = None, *, name: str | None = None,
-             description: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:
-        """Register ``fn`` (usable bare, ``@tool``, or with options, ``@tool(timeout_s=3)``)."""
+             description: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S, keypad: bool = False) -> Any:
+        """Register ``fn`` (usable bare, ``@tool``, or with options, ``@tool(timeout_s=3)``). ``keypad``: on a phone
+        call, what the caller keys in (an order number, then ``#``) calls this tool, its arguments written from
+        the digits."""
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
             t = tool_from_function(f, name=name, description=description, timeout_s=timeout_s)
             self.tools[t.name] = t
+            if keypad:
+                self.keypad = t.name
             return f
 
         return register(fn) if fn is not None else register

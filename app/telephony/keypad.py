@@ -2,11 +2,14 @@
 
 Each key is a ``dtmf`` event as it comes (``input_audio_buffer.dtmf_event_received``); the digits also gather
 into an entry that reaches the conversation as the caller's words - a user message "Keyed in: 4572" with a
-response, so the model (and the support tools it calls) reads the number as if it had been said. An entry
-ends at ``#``, or after :data:`ENTRY_IDLE_S` without a key; ``*`` starts it again.
+response, so the model (and the support tools it calls) reads the number as if it had been said. A session with
+a ``keypad_tool`` (``session.sub250.keypad_tool``) has that response call the tool, its arguments written from
+the digits. An entry ends at ``#``, or after :data:`ENTRY_IDLE_S` without a key; ``*`` starts it again.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 #: Seconds without a key that end an entry (as a phone menu waits for the next digit).
 ENTRY_IDLE_S = 3.0
@@ -42,3 +45,10 @@ class Keypad:
 def as_words(entry: str) -> str:
     """What the conversation reads for an entry."""
     return f"Keyed in: {entry}"
+
+
+def keypad_tool(config: Any) -> str:
+    """The tool an entry calls: the session's ``keypad_tool`` while it is among its tools, else "" (the model
+    decides)."""
+    name = config.keypad_tool
+    return name if name and any(tool.name == name for tool in config.tools) else ""

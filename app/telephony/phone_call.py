@@ -8,6 +8,8 @@ handled one at a time in arrival order), and does what only a phone needs:
   the call also keeps (:attr:`PhoneCall.turns`: the ledger a WebSocket client would get);
 - a key pressed is ``input_audio_buffer.dtmf_event_received``, and the keys gather into an entry
   (app/telephony/keypad.py) that reaches the conversation as the caller's words, with a response;
+- an app may follow and steer the call (app/telephony/control.py: ``/v1/realtime?call_id=``): every event goes to
+  its sockets too, and its events reach the session through the call's inbox, in order with the caller's audio;
 - the call ends once (:meth:`PhoneCall.close_soon`): the session and every task of the call stop, the carrier
   hangs up (:meth:`PhoneCall.hang_up`), the call's slot is freed.
 
@@ -42,6 +44,10 @@ INBOX_FRAMES = 64
 PHONE_INCLUDE = ["sub250.latency"]
 
 
+class TransferRefused(Exception):
+    """The carrier did not take a transfer (its words)."""
+
+
 class PhoneCall:
     """One call's session and inbox. ``kind``: the carrier (``twilio``, ``sip``: ids, logs, metrics)."""
 
@@ -59,6 +65,8 @@ class PhoneCall:
         self._closing: asyncio.Task[None] | None = None
         self._started = False
         self.closed = asyncio.Event()
+        #: The sockets of the apps that control the call (``/v1/realtime?call_id=``): they get every event.
+        self.listeners: set[Any] = set()
         self.session = dispatch.session_for(shared, self, None, principal, limiter)
         self.session.configure({"type": "realtime", **session, "include": PHONE_INCLUDE})
 
@@ -72,6 +80,8 @@ class PhoneCall:
         app/session/interruption.py). Without it a reply the session had finished kept playing over the caller
         and the next reply waited behind it (§46, §47: ``jfk.wav``'s last turn heard 9.3 s late)."""
         kind = event.get("type")
+        for listener in self.listeners:
+            listener.send(event, tag=tag)
         if kind == "input_audio_buffer.speech_started" and self.playing:
             self.clear_audio(None)
         if kind == "error":
@@ -122,6 +132,10 @@ class PhoneCall:
         elif self.keypad.pending:
             self._entry_timer = asyncio.get_running_loop().call_later(keys.ENTRY_IDLE_S, self._entry_idle)
 
+    async def control(self, event: Any, received_ns: int) -> None:
+        """A parsed client event from an app that controls the call, for the session in arrival order."""
+        await self._inbox.put(("event", event, received_ns))
+
     async def message(self, item: Any, received_ns: int) -> None:
         """One of the carrier's own messages, for :meth:`handle` in arrival order."""
         await self._inbox.put(("message", item, received_ns))
@@ -149,17 +163,24 @@ class PhoneCall:
                     await self.session.handle_audio(item[0], item[1], received)
                 elif kind == "entry":
                     await self._keyed_in(item, received)
+                elif kind == "event":
+                    await self.session.handle(item, received)
                 else:
                     await self.handle(item, received)
             except Exception:  # a bug in one frame must not end the call: logged with an id
                 dispatch.internal_error(log, "%s call %s: failed to handle %s", self.kind, self.id, kind)
 
     async def _keyed_in(self, entry: str, received: int) -> None:
-        """The keyed-in entry is the caller's words: a user message, then a response to it."""
-        log.info("%s call %s: keyed in %d keys", self.kind, self.id, len(entry))
+        """The keyed-in entry is the caller's words: a user message, then a response to it - one that calls the
+        session's ``keypad_tool`` when it has one among its tools (``session.sub250.keypad_tool``)."""
+        tool = keys.keypad_tool(self.session.config)
+        log.info("%s call %s: keyed in %d keys%s", self.kind, self.id, len(entry), f" for {tool}" if tool else "")
         item = {"type": "conversation.item.create", "item": {
             "type": "message", "role": "user", "content": [{"type": "input_text", "text": keys.as_words(entry)}]}}
-        for event in (item, {"type": "response.create"}):
+        respond: dict[str, Any] = {"type": "response.create"}
+        if tool:
+            respond["response"] = {"tool_choice": {"type": "function", "name": tool}}
+        for event in (item, respond):
             await dispatch.handle_message(self.session, self.limiter, self.principal, json.dumps(event), received)
 
     # --- the end -------------------------------------------------------------------------------------
@@ -176,6 +197,11 @@ class PhoneCall:
     def clear_audio(self, response_id: str | None) -> bool:
         """What is still to be heard of the reply (of every reply with None) goes (the carrier's)."""
         return False
+
+    async def refer(self, target_uri: str) -> str:
+        """Hand the caller to ``target_uri`` (``sip:…`` or ``tel:+…``): returns once the carrier took the transfer
+        (what it said), raises :class:`TransferRefused` when it did not. The call ends when the caller is through."""
+        raise TransferRefused(f"{self.kind} calls cannot be transferred")
 
     @property
     def idle(self) -> bool:

@@ -194,7 +194,7 @@ class SipAgent:
 
     def _message(self, fields: dict[str, Any], payload: bytes) -> None:
         op, key = fields["op"], int(fields.get("key", 0))
-        if op in ("audio", "sent", "idle", "dtmf", "ended"):
+        if op in ("audio", "sent", "idle", "dtmf", "transfer", "ended"):
             call = self.calls.pop(key, None) if op == "ended" else self.calls.get(key)
             if call is None:
                 return  # ended here meanwhile (hung up, server stopping)
@@ -206,6 +206,8 @@ class SipAgent:
                 call.queue_idle(int(fields["seq"]))
             elif op == "dtmf":
                 call.pressed(str(fields["digit"]), int(fields["t"]))
+            elif op == "transfer":
+                call.transfer_status(int(fields["code"]), str(fields["reason"]), bool(fields["final"]))
             else:
                 call.remote_ended(str(fields.get("reason", "")))
         elif op == "invite":

@@ -7,11 +7,13 @@ and sent to the worker, where the media clock takes it 20 ms at a time (app/tele
 paces it, barge-in drops what is queued at once, a paused reply waits in the queue, and the latency ledger's
 ``first_audio_sent`` is when the reply's first frame went to RTP (the worker says when). Keys (RFC 4733), the
 ledger and the end are app/telephony/phone_call.py's; the call ends at the caller's BYE or CANCEL, when the
-worker dies, or when the server ends it (drain, shutdown: a BYE).
+worker dies, when the server ends it (drain, shutdown: a BYE), or once a transfer (:meth:`SipCall.refer`, a
+REFER to the caller's phone) has put the caller through to the target.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections.abc import Callable
@@ -22,7 +24,7 @@ import numpy as np
 from sub250.audio.pcm import StreamResampler, float32_to_pcm16, pcm16_to_float32
 from sub250.audio.rates import OUTPUT_RATE
 from sub250.gateway import Principal
-from sub250.telephony.phone_call import PhoneCall
+from sub250.telephony.phone_call import PhoneCall, TransferRefused
 from sub250.telephony.sip_agent import Invite, SipAgent, SipSettings
 from sub250.telephony.sip_player import CLOCK_RATE
 
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 
 #: The principal every SIP call runs as (its limits are one key's).
 SIP = Principal(key_id="sip")
+#: How long :meth:`SipCall.refer` waits for the caller's phone to answer the REFER.
+REFER_TIMEOUT_S = 10.0
 
 
 class SipCall(PhoneCall):
@@ -48,6 +52,8 @@ class SipCall(PhoneCall):
         self._sent_ids = itertools.count(1)
         self._on_sent: dict[int, tuple[str, Callable[[int], None]]] = {}  # sent id -> (reply, callback)
         self.ended_by_caller = False
+        #: The transfer under way: its target, and the REFER's first answer (:meth:`refer` waits for it).
+        self._transfer: tuple[str, asyncio.Future[tuple[int, str]]] | None = None
         super().__init__("sip", SIP, shared, limiter, session={}, on_closed=on_closed)
 
     def _command(self, op: str, payload: bytes = b"", **fields: Any) -> int:
@@ -120,6 +126,38 @@ class SipCall(PhoneCall):
     def queue_idle(self, seq: int) -> None:
         self._idle_seq = max(self._idle_seq, seq)
 
+    async def refer(self, target_uri: str) -> str:
+        """A REFER to the caller's phone (a blind transfer): the status once its phone took it (``202 Accepted``,
+        or the first NOTIFY); :class:`TransferRefused` if it answered 3xx-6xx or nothing in :data:`REFER_TIMEOUT_S`.
+        The call ends once the phone says its call to the target is up."""
+        if self._transfer is not None and not self._transfer[1].done():
+            raise TransferRefused(f"a transfer to {self._transfer[0]} is under way")
+        answer: asyncio.Future[tuple[int, str]] = asyncio.get_running_loop().create_future()
+        self._transfer = (target_uri, answer)
+        self._command("refer", target=target_uri)
+        try:
+            code, reason = await asyncio.wait_for(asyncio.shield(answer), REFER_TIMEOUT_S)
+        except TimeoutError:
+            raise TransferRefused(f"the caller's phone did not answer the REFER in {REFER_TIMEOUT_S:.0f} s") from None
+        if code >= 300:
+            raise TransferRefused(f"the caller's phone answered {code} {reason}")
+        return f"{code} {reason}"
+
+    def transfer_status(self, code: int, reason: str, final: bool) -> None:
+        """The worker's word on the transfer: the REFER's answer, then the caller's call to the target."""
+        if self._transfer is None:
+            return
+        target, answer = self._transfer
+        if not answer.done():
+            answer.set_result((code, reason))
+        log.info("sip call %s: transfer to %s: %d %s%s", self.id, target, code, reason, " (final)" if final else "")
+        if final and 200 <= code < 300:
+            self.ended_by_caller = True  # the worker hangs up its leg itself
+            self.close_soon(f"transferred to {target}")
+        elif final and answer.done() and code >= 300:
+            log.warning("sip call %s: the transfer to %s failed (%d %s): the call stays here", self.id, target,
+                        code, reason)
+
     def remote_ended(self, reason: str) -> None:
         self.ended_by_caller = True
         self.close_soon(f"the caller hung up ({reason})")
@@ -171,3 +209,5 @@ class SipService:
         log.info("SIP: call %s from %s (%s)", call.id, invite.remote, invite.source)
         call.start()
         invite.answer(call)
+        if backend.call_webhook is not None:
+            backend.call_webhook.announce(call, invite.remote)

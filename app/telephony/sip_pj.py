@@ -87,6 +87,15 @@ class Call(pj.Call):
         if not self.gone:
             self.hangup(_op())
 
+    def transfer(self, target: str) -> None:
+        """A blind transfer: REFER the caller's phone to ``target``; its progress comes as ``transfer`` messages."""
+        if self.gone:
+            return
+        try:
+            self.xfer(target, _op())
+        except pj.Error as exc:
+            self.worker.emit("transfer", key=self.key, code=500, reason=exc.reason or exc.info(), final=True)
+
     # --- PJSIP's callbacks (SIP thread) ----------------------------------------------------------------
 
     def onCallState(self, prm: Any) -> None:
@@ -111,6 +120,15 @@ class Call(pj.Call):
                 self.port.createPort(f"sub250-{self.key}", fmt)
             audio.startTransmit(self.port)  # again after a re-INVITE (hold, resume): the media may be new
             self.port.startTransmit(audio)
+
+    def onCallTransferStatus(self, prm: Any) -> None:
+        """The REFER's answer, then the NOTIFYs of the caller's call to the target: once that is 2xx the caller
+        is through and this leg hangs up (as pjsua does)."""
+        code, final = int(prm.statusCode), bool(prm.finalNotify)
+        self.worker.emit("transfer", key=self.key, code=code, reason=str(prm.reason), final=final)
+        if final and 200 <= code < 300:
+            prm.cont = False
+            self.bye()
 
     def onDtmfDigit(self, prm: Any) -> None:
         if self.answered:

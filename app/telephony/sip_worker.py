@@ -122,6 +122,8 @@ class Worker:
             call.refuse(int(fields["code"]), str(fields["reason"]))
         elif op == "bye":
             call.bye()
+        elif op == "refer":
+            call.transfer(str(fields["target"]))
         else:
             log.warning("SIP worker: unknown command %r", op)
             return

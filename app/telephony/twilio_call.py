@@ -17,7 +17,7 @@ ledger), its audio G.711 μ-law at 8 kHz both ways:
 What every phone call does besides (keys, the ledger, the end) is app/telephony/phone_call.py's. A frame that is
 not a Twilio message we can use is logged and dropped (``sub250_telephony_bad_frames_total``); the call goes on.
 The call ends - its session stopped, its slot freed - at ``stop``, when Twilio closes the socket, or when the
-server closes it (drain, shutdown).
+server closes it (drain, shutdown); a transfer (:meth:`TwilioCall.refer`) has Twilio dial the target and stop.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from sub250.gateway import KeyLimiter, Principal
 from sub250.metrics import prometheus
 from sub250.metrics.timeline import now_ns
 from sub250.telephony import twilio_messages as tw
-from sub250.telephony.phone_call import PhoneCall
+from sub250.telephony.phone_call import PhoneCall, TransferRefused
 from sub250.transport.websocket import WS_DONE
 
 log = logging.getLogger(__name__)
@@ -56,8 +56,11 @@ class TwilioCall(PhoneCall):
     audio_in_events = True  # reply audio comes in the session's output format (μ-law) and leaves as ``media``
 
     def __init__(self, ws: web.WebSocketResponse, start: tw.Start, principal: Principal, shared: Any,
-                 limiter: KeyLimiter, *, on_closed: Callable[[TwilioCall], None] | None = None) -> None:
+                 limiter: KeyLimiter, *, on_closed: Callable[[TwilioCall], None] | None = None,
+                 rest: tuple[str, str] = ("", "")) -> None:
+        """``rest``: the account's auth token and Twilio's API URL ("": api.twilio.com), for :meth:`refer`."""
         self.ws, self.start_message = ws, start
+        self._rest = rest
         self.stream_sid, self.call_sid = start.stream_sid, start.call_sid
         self._chunks: deque[list[Any]] = deque()  # [response id, μ-law bytes, on_sent | None]
         self._paused: set[str] = set()
@@ -214,6 +217,17 @@ class TwilioCall(PhoneCall):
             self._marks[name] = tag
             await self.ws.send_str(tw.mark(self.stream_sid, name))
             self._played_until = max(loop.time(), self._played_until) + len(audio) / tw.SAMPLE_RATE
+
+    async def refer(self, target_uri: str) -> str:
+        """The call's TwiML becomes ``<Dial>`` the target, through Twilio's REST API (app/telephony/twilio_rest.py);
+        returns the call's status as Twilio says it. Twilio then stops the stream, which ends this call."""
+        from sub250.telephony import twilio_rest
+
+        token, api_url = self._rest
+        if not token or not self.start_message.account_sid:
+            raise TransferRefused("this call's Twilio account is not known")
+        return await twilio_rest.dial(self.start_message.account_sid, token, self.call_sid, target_uri,
+                                      api_url=api_url)
 
     async def hang_up(self) -> None:
         if not self.ws.closed:

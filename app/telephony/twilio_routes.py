@@ -44,12 +44,15 @@ class TwilioSettings:
     auth_token: str
     #: The server's public URL as Twilio calls it (``https://host``); empty: rebuilt from each request.
     public_url: str = ""
+    #: Twilio's REST API, for transfers (app/telephony/twilio_rest.py); empty: https://api.twilio.com.
+    api_url: str = ""
 
     @classmethod
     def of(cls, settings: Any) -> TwilioSettings | None:
-        """From ``SUB250_TWILIO_AUTH_TOKEN`` and ``SUB250_PUBLIC_URL``; None (off) without a token."""
+        """From ``SUB250_TWILIO_AUTH_TOKEN``, ``SUB250_PUBLIC_URL`` and ``SUB250_TWILIO_API_URL``; None (off)
+        without a token."""
         token = settings.twilio_auth_token.strip()
-        return cls(token, settings.public_url.strip()) if token else None
+        return cls(token, settings.public_url.strip(), settings.twilio_api_url.strip()) if token else None
 
 
 TWILIO: web.AppKey[TwilioSettings | None] = web.AppKey("twilio", TwilioSettings)
@@ -141,8 +144,11 @@ async def _stream(request: web.Request) -> web.StreamResponse:
         return ws
     try:
         call = TwilioCall(ws, start, PHONE, backend.shared, backend.limiter,
-                          on_closed=lambda c: backend.calls.pop(c.id, None))
+                          on_closed=lambda c: backend.calls.pop(c.id, None),
+                          rest=(settings.auth_token, settings.api_url))
         backend.calls[call.id] = call
+        if backend.call_webhook is not None:
+            backend.call_webhook.announce(call, start.parameters.get("From", start.call_sid))
         await call.run()
     finally:
         backend.limiter.close_session(PHONE.key_id)

@@ -4,7 +4,7 @@
 - ``GET /`` and ``/web/*``: the demo page and its JavaScript client (static files, no build step);
 - ``POST /v1/realtime/client_secrets``: a short-lived client secret for a page (auth: an API key);
 - ``POST /v1/realtime/calls``: WebRTC signalling, SDP offer in, SDP answer out (auth: key or secret);
-- ``POST /v1/realtime/calls/{id}/hangup``: end a WebRTC call;
+- ``POST /v1/realtime/calls/{id}/hangup`` and ``…/refer``: end or transfer a call (app/transport/call_routes.py);
 - ``GET /healthz`` (liveness: 200 while the process serves, 503 once an engine died for good),
   ``GET /readyz`` (readiness: 200 only with the engines loaded and the server not draining),
   ``GET /metrics`` (Prometheus).
@@ -24,6 +24,7 @@ sends no complete request within :data:`IDLE_TIMEOUT_S` is dropped.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +35,7 @@ from sub250.gateway import Admission, GatewayLimits, KeyLimiter, Principal, Refu
 from sub250.gateway.auth import TOKEN_TTL_S, TooManySecrets
 from sub250.protocol import ProtocolError, load_json, new_id
 from sub250.protocol.fields import MAX_NAME_CHARS
+from sub250.telephony import control
 from sub250.transport.websocket import REALTIME_PATH, WebSocketTransport, serve_realtime, websocket_response
 
 log = logging.getLogger(__name__)
@@ -123,7 +125,9 @@ def build_app(backend: Backend) -> web.Application:
     app.router.add_get(REALTIME_PATH, _realtime)
     app.router.add_post("/v1/realtime/client_secrets", _client_secrets)
     app.router.add_post("/v1/realtime/calls", _create_call)
-    app.router.add_post("/v1/realtime/calls/{call_id}/hangup", _hangup)
+    from sub250.transport import call_routes  # it answers with this module's helpers
+
+    call_routes.add_routes(app)
     app.on_shutdown.append(_close_everything)
     if backend.replica:
         app.on_response_prepare.append(_name_replica)
@@ -176,7 +180,7 @@ class _Refused(Exception):
         self.response = response
 
 
-def _admit(request: web.Request, *, allow_client_secret: bool = True) -> Principal:
+def admit(request: web.Request, *, allow_client_secret: bool = True) -> Principal:
     """The caller's principal (Host and Origin have passed already), or :class:`_Refused`: not ready, or
     no valid key. The same for the WebSocket handshake and the HTTP endpoints."""
     backend = request.app[BACKEND]
@@ -205,13 +209,21 @@ async def _realtime(request: web.Request) -> web.StreamResponse:
     if not ws.can_prepare(request).ok:
         return error_response(426, "websocket_required", f"{REALTIME_PATH} is a WebSocket endpoint",
                               headers={"Upgrade": "websocket"})
-    principal, model = _admit(request), _model(request)
+    call_id = request.query.get("call_id")
+    principal, model = admit(request, allow_client_secret=call_id is None), _model(request)
+    session_for = None
+    if call_id is not None:  # an app following a phone call (app/telephony/control.py)
+        call = backend.calls.get(call_id)
+        if not control.controllable(call):
+            return error_response(404, "call_not_found", f"no open phone call {call_id[:MAX_NAME_CHARS]!r}")
+        session_for = functools.partial(control.CallControl, call)
     await ws.prepare(request)
     sockets = request.app[SOCKETS]
     await serve_realtime(ws, principal, backend.shared, backend.limiter, model=model,
                          max_outbox_bytes=backend.limits.max_outbox_bytes,
                          on_open=sockets.add, on_closed=sockets.discard,
-                         abort=request.transport.abort if request.transport is not None else None)
+                         abort=request.transport.abort if request.transport is not None else None,
+                         session_for=session_for, label="websocket" if call_id is None else "control")
     return ws
 
 
@@ -295,7 +307,7 @@ async def _client_secrets(request: web.Request) -> web.Response:
     starts with it (validated here: a bad field is a 400 naming it), and the answer echoes it as configured."""
     from sub250.protocol.session_config import SessionConfig
 
-    principal = _admit(request, allow_client_secret=False)  # a secret must not extend itself
+    principal = admit(request, allow_client_secret=False)  # a secret must not extend itself
     ttl = TOKEN_TTL_S
     session: dict[str, Any] | None = None
     echoed: dict[str, Any] | None = None
@@ -334,7 +346,7 @@ async def _client_secrets(request: web.Request) -> web.Response:
 async def _create_call(request: web.Request) -> web.Response:
     from sub250.transport.webrtc import open_call  # aiortc loads only when a call comes
 
-    principal, model = _admit(request), _model(request)
+    principal, model = admit(request), _model(request)
     session: dict[str, Any] | None = None
     if request.content_type == "multipart/form-data":  # the openai client's calls.create(sdp=..., session=...)
         try:
@@ -399,12 +411,3 @@ async def _multipart_offer(request: web.Request) -> tuple[str, dict[str, Any] | 
     if session is not None and not isinstance(session, dict):
         raise ProtocolError("invalid_value", "the 'session' part must be a JSON object")
     return sdp, session
-
-
-async def _hangup(request: web.Request) -> web.Response:
-    principal = _admit(request)
-    call = request.app[BACKEND].calls.get(request.match_info["call_id"])
-    if call is None or call.principal.key_id != principal.key_id:
-        return error_response(404, "call_not_found", f"no open call {request.match_info['call_id']!r}")
-    await call.close("hung up by the client")
-    return web.Response(status=200)

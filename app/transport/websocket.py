@@ -179,8 +179,12 @@ async def serve_realtime(ws: web.WebSocketResponse, principal: Principal, shared
                          model: str | None = None, max_outbox_bytes: int | None = None,
                          on_open: Callable[[WebSocketTransport], None] | None = None,
                          on_closed: Callable[[WebSocketTransport], None] | None = None,
-                         abort: Callable[[], None] | None = None) -> None:
-    """One prepared realtime connection, from the first event to close."""
+                         abort: Callable[[], None] | None = None,
+                         session_for: Callable[[WebSocketTransport], Any] | None = None,
+                         label: str = "websocket") -> None:
+    """One prepared realtime connection, from the first event to close. ``session_for``: what the connection's
+    events go to (a new session by default; a running call's for an app that controls it: app/telephony/control.py),
+    ``label``: its ``transport`` in the metrics."""
     transport = WebSocketTransport(ws, max_outbox_bytes=max_outbox_bytes, abort=abort)
     if on_open is not None:
         on_open(transport)
@@ -192,11 +196,12 @@ async def serve_realtime(ws: web.WebSocketResponse, principal: Principal, shared
             transport.close_soon(1008, refusal.code)
             await transport.closed()
             return
-        open_sessions = prometheus.SESSIONS_OPEN.labels(transport="websocket")
+        open_sessions = prometheus.SESSIONS_OPEN.labels(transport=label)
         open_sessions.inc()
         try:
-            await _run_session(ws, transport, dispatch.session_for(shared, transport, model, principal, limiter), principal,
-                               limiter)
+            session = (session_for(transport) if session_for is not None
+                       else dispatch.session_for(shared, transport, model, principal, limiter))
+            await _run_session(ws, transport, session, principal, limiter)
         finally:
             open_sessions.dec()
             limiter.close_session(principal.key_id)

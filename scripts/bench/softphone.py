@@ -54,10 +54,12 @@ def caller_wav(path: Path, speech: np.ndarray, rate: int, *, lead_s: float = 0.5
 class Softphone:
     """``async with Softphone(workdir, wav) as phone: await phone.dial(uri); ...``"""
 
-    def __init__(self, workdir: Path, wav: Path, *, user: str = "caller") -> None:
-        """``user``: the caller's SIP user (``sip:USER@127.0.0.1``), what the server sees as the remote."""
+    def __init__(self, workdir: Path, wav: Path, *, user: str = "caller", answer: bool = False) -> None:
+        """``user``: the caller's SIP user (``sip:USER@127.0.0.1``), what the server sees as the remote.
+        ``answer``: the phone answers calls by itself (a person a call is transferred to, at :attr:`uri`)."""
         self.dir = Path(workdir)
-        self.wav, self.user = wav, user
+        self.wav, self.user, self.answer = wav, user, answer
+        self.sip_port = _free_port() if answer else 0
         self.ctrl_port = _free_port()
         self.proc: asyncio.subprocess.Process | None = None
         self.events: list[dict[str, Any]] = []
@@ -72,13 +74,19 @@ class Softphone:
         conf.mkdir(parents=True, exist_ok=True)
         dumps.mkdir(exist_ok=True)
         (conf / "config").write_text("\n".join([
-            "poll_method epoll", "sip_listen 127.0.0.1:0",
+            "poll_method epoll", f"sip_listen 127.0.0.1:{self.sip_port}",
             "audio_player alsa,null", "audio_alert alsa,null", f"audio_source aufile,{self.wav}",
             f"ausrc_srate {RATE}", f"auplay_srate {RATE}", f"module_path {MODULES}",
             "module g711.so", "module aufile.so", "module alsa.so", "module sndfile.so",
             "module_app account.so", "module_app menu.so", "module_app ctrl_tcp.so",
             f"ctrl_tcp_listen 127.0.0.1:{self.ctrl_port}", f"snd_path {dumps}", ""]))
-        (conf / "accounts").write_text(f"<sip:{self.user}@127.0.0.1>;regint=0;audio_codecs=PCMU\n")
+        answer = ";answermode=auto" if self.answer else ""
+        (conf / "accounts").write_text(f"<sip:{self.user}@127.0.0.1>;regint=0;audio_codecs=PCMU{answer}\n")
+
+    @property
+    def uri(self) -> str:
+        """Where an answering phone takes calls."""
+        return f"sip:{self.user}@127.0.0.1:{self.sip_port}"
 
     async def __aenter__(self) -> Softphone:
         self._configure()

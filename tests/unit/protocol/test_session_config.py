@@ -88,6 +88,19 @@ def test_tool_choice_must_name_a_tool():
     assert err.value.param == "session.tool_choice"
 
 
+def test_the_keypad_tool_must_be_one_of_the_tools():
+    """``sub250.keypad_tool``: what a phone caller keys in calls it (app/telephony/keypad.py)."""
+    from sub250.telephony.keypad import keypad_tool
+
+    cfg = SessionConfig().updated({"tools": [{"name": "lookup_order"}], "sub250": {"keypad_tool": "lookup_order"}})
+    assert cfg.keypad_tool == "lookup_order" and keypad_tool(cfg) == "lookup_order"
+    assert keypad_tool(cfg.updated({"tools": []})) == ""  # its tool gone: the model decides again
+    assert cfg.updated({"sub250": {"keypad_tool": ""}}).keypad_tool == ""
+    assert refused({"sub250": {"keypad_tool": "other"}}).param == "session.sub250.keypad_tool"
+    assert refused({"sub250": {"keypad_tool": 5}}).param == "session.sub250.keypad_tool"
+    assert keypad_tool(SessionConfig()) == ""
+
+
 def test_valid_updates_keep_their_meaning():
     cfg = SessionConfig(id="s")
     new = cfg.updated({

@@ -10,6 +10,7 @@ import pytest
 
 from sub250.gateway import ApiKeys, GatewayLimits
 from sub250.protocol import error_event, server_event
+from sub250.protocol.session_config import SessionConfig
 from sub250.server import Server
 from sub250.transport import dispatch
 
@@ -30,6 +31,7 @@ class FakeSession:
         self.block: asyncio.Event | None = None  # set it: handle() waits on it (a busy session)
         self.configured: list[Any] = []
         self.in_flight = False  # a turn under way (a draining server waits for it)
+        self.config = SessionConfig(id="sess_fake")  # what session.created says, as the real session's
 
     def input_seconds(self, nbytes: int) -> float:
         return nbytes / 2 / 24_000

@@ -137,3 +137,26 @@ async def test_speech_started_clears_a_reply_still_playing(server, sessions, tmp
         await until(lambda: not call.playing, 2)  # 10 s of reply, gone at once
         await phone.hangup()
         await until(lambda: not server.calls, 5)
+
+
+async def test_a_refer_puts_the_caller_through_to_a_person_and_ends_the_call(server, sessions, tmp_path):
+    """``POST …/refer``: a REFER to the caller's phone, which calls the target; once that call is up the server's
+    leg hangs up (BYE) and the call's session ends."""
+    import aiohttp
+
+    wav = softphone.caller_wav(tmp_path / "caller.wav", tone(0.5, 8000), 8000, tail_s=20)
+    async with softphone.Softphone(tmp_path / "person", wav, user="person", answer=True) as person, \
+            softphone.Softphone(tmp_path / "caller", wav) as phone, aiohttp.ClientSession() as http:
+        await phone.dial(f"sip:sub250@127.0.0.1:{server.sip.port}")
+        await phone.wait_for("CALL_ESTABLISHED", 10)
+        await until(lambda: len(server.calls) == 1, 5)
+        (call,) = server.calls.values()
+        url = f"http://127.0.0.1:{server.port}/v1/realtime/calls/{call.id}/refer"
+        async with http.post(url, json={"target_uri": person.uri},
+                             headers={"Authorization": f"Bearer {TEST_KEY}"}) as resp:
+            body = await resp.json()
+            assert resp.status == 200, body
+        through = await person.wait_for("CALL_ESTABLISHED", 10)  # it answers by itself
+        assert through.get("peeruri", "").startswith("sip:caller@"), through  # the caller, put through
+        await until(lambda: not server.calls, 10)  # the server's leg is gone once the caller is through
+        assert sessions[0].closed
