@@ -21,6 +21,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -32,12 +33,15 @@ from pydantic import Field  # noqa: E402
 #: The arguments' types: what the model must write (the schema's pattern guides its decoding) and what the
 #: embedding selector reads about them.
 OrderNumber = Annotated[str, Field(pattern=r"^[0-9]{4,8}$", description="the order number, digits only")]
-Problem = Annotated[str, Field(description="what is wrong with the product")]
-Reason = Annotated[str, Field(description="why the caller wants a person")]
+Problem = Annotated[str, Field(max_length=120, description="what is wrong with the product")]
+Reason = Annotated[str, Field(max_length=80, description="why the caller wants a person")]
 
 
-def register(target: Any, pool: Any) -> None:
-    """Register the support tools on a client (or an ``sub250.sdk.tools.ToolSet``), querying ``pool``."""
+def register(target: Any, pool: Any, *, keypad: bool = False,
+             transfer: Callable[[str], Awaitable[str]] | None = None) -> None:
+    """Register the support tools on a client (or an ``sub250.sdk.tools.ToolSet``), querying ``pool``. On a phone
+    call: ``keypad``, an order number keyed in calls ``lookup_order``; ``transfer(reason)`` hands the caller to a
+    person (``RealtimeClient.refer``), after ``transfer_to_human`` logged the handoff."""
 
     async def lookup_order(order_number: OrderNumber) -> dict[str, Any]:
         """Look up where a customer's order is: its status, carrier and delivery date, by the order number."""
@@ -66,9 +70,13 @@ def register(target: Any, pool: Any) -> None:
         handoff = await pool.fetchval("INSERT INTO support.handoffs (reason) VALUES ($1) RETURNING id",
                                       reason.strip() or "caller asked for a person")
         waiting = await pool.fetchval("SELECT count(*) FROM support.handoffs WHERE requested_at > now() - interval '1 hour'")
-        return {"transferred": True, "ticket": f"H-{handoff}", "callers_waiting": int(waiting)}
+        out: dict[str, Any] = {"transferred": True, "ticket": f"H-{handoff}", "callers_waiting": int(waiting)}
+        if transfer is not None:
+            out["status"] = await transfer(reason)
+        return out
 
-    for fn in (lookup_order, open_warranty_claim, transfer_to_human):
+    target.tool(lookup_order, timeout_s=5.0, keypad=keypad)
+    for fn in (open_warranty_claim, transfer_to_human):
         target.tool(fn, timeout_s=5.0)
 
 
