@@ -11,7 +11,8 @@ A configuration is ``llm`` (the model picks the tool and writes the call under a
 or ``embedding@T`` (the question's MiniLM vector - retrieval's, as in the server - against the tools' texts
 picks, at cosine >= T; the model writes only the arguments), ``embedding@T/M`` (the same, and the tool must
 come within M of the best knowledge-base passage's cosine). ``profile`` is whatever the profile's ``[tools]``
-says. Needs the knowledge base ingested (``serve`` does it on its first run). Prints the table,
+says. ``+written`` after any of them: the model writes every argument, none is read from the question
+(``[tools] read_arguments = false``). Needs the knowledge base ingested (``serve`` does it on its first run). Prints the table,
 writes rows.jsonl and summary.json under --out. Scoring: scripts/bench/tools.py.
 """
 
@@ -31,6 +32,8 @@ from scripts.bench.tools import load_requests, load_tools, score, summarize, tab
 
 
 def policy_of(name: str, base):
+    if name.endswith("+written"):  # the same, with every argument written by the model (no reading)
+        return replace(policy_of(name.removesuffix("+written"), base), read_arguments=False)
     if name == "profile":
         return base
     if name == "llm":
@@ -38,7 +41,7 @@ def policy_of(name: str, base):
     if name.startswith("embedding@"):
         floor, _, margin = name.split("@", 1)[1].partition("/")
         return replace(base, selector="embedding", min_score=float(floor), kb_margin=float(margin) if margin else None)
-    raise SystemExit(f"bench_tools: unknown config {name!r} (llm, embedding@T, embedding@T/M, profile)")
+    raise SystemExit(f"bench_tools: unknown config {name!r} (llm, embedding@T, embedding@T/M, profile; +written)")
 
 
 async def main(args: argparse.Namespace) -> int:

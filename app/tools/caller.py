@@ -105,7 +105,7 @@ class ToolCaller:
     async def _arguments(self, decision: Decision, tool: FunctionTool, question: str, request_id: str) -> Decision:
         """The chosen tool's arguments: read from the question when it holds them (app/tools/reading.py), else
         written by the model under the tool's schema."""
-        read = read_arguments(tool, question)
+        read = read_arguments(tool, question) if self.policy.read_arguments else None
         if read is not None:
             decision.call, decision.read = ToolCall(tool.name, prompt.compact(read)), True
             return decision

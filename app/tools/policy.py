@@ -25,6 +25,9 @@ class ToolPolicy:
     kb_margin: float | None = None
     #: Tokens the model may spend on one call's JSON.
     max_tokens: int = 128
+    #: A chosen tool's one pattern-bound argument that the question holds as it is (an order number) is read from
+    #: it, not written by the model (app/tools/reading.py). False: the model writes every argument.
+    read_arguments: bool = True
 
     def __post_init__(self) -> None:
         if self.selector not in SELECTORS:
@@ -41,4 +44,5 @@ class ToolPolicy:
         return cls(selector=str(cfg.get("selector", d.selector)),
                    min_score=float(cfg.get("min_score", d.min_score)),
                    kb_margin=None if cfg.get("kb_margin") is None else float(cfg["kb_margin"]),
-                   max_tokens=int(cfg.get("max_tokens", d.max_tokens)))
+                   max_tokens=int(cfg.get("max_tokens", d.max_tokens)),
+                   read_arguments=bool(cfg.get("read_arguments", d.read_arguments)))

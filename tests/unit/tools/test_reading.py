@@ -37,3 +37,13 @@ async def test_a_forced_call_that_can_be_read_asks_the_engine_nothing():
     assert d.report()["read"] and d.report()["tokens"] == 0
     d = await caller(s).decide("Keyed in: 12", None, (ORDER, HUMAN), ToolChoice("function", "lookup_order"), "r")
     assert len(s.requests) == 1 and not d.report()["read"]  # not readable: the model writes it
+
+
+async def test_read_arguments_off_has_the_model_write_them():
+    from sub250.tools import ToolCaller, ToolPolicy
+
+    s = Script(json.dumps({"order_number": "48213"}))
+    policy = ToolPolicy.from_stage({"read_arguments": False})
+    d = await ToolCaller(policy, s.stream, None).decide("Keyed in: 48213", None, (ORDER,),
+                                                         ToolChoice("function", "lookup_order"), "r")
+    assert len(s.requests) == 1 and not d.report()["read"] and d.call.arguments == '{"order_number":"48213"}'
