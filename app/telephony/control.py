@@ -8,6 +8,9 @@ reports) and may send what a client sends, but audio: ``session.update`` (tools,
 Its events reach the session through the call's inbox, in order with the caller's audio and keys. An event it
 gets wrong gets an ``error`` on its own socket; the call goes on. When the call ends the socket is closed
 (1000, "the call ended"); when the socket closes the call goes on without it. Several apps may follow one call.
+Each gets the GA events, and our ``sub250.*`` additions only as its own ``session.include`` asks (a standard
+client that asks for none gets none); the call's session keeps the additions the call itself needs
+(``PHONE_INCLUDE``: each turn's ledger, for the log) whatever an app's ``include`` says.
 
 Who may: any API key of the server, not a client secret (those are for browsers), as phone calls belong to no
 key; the key is checked before the upgrade (app/transport/http.py).
@@ -17,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
-from sub250.protocol import ProtocolError, error_event
+from sub250.protocol import ProtocolError, error_event, extensions
 from sub250.protocol.server_events import session_created
 
 log = logging.getLogger(__name__)
@@ -40,20 +44,27 @@ class CallControl:
     def __init__(self, call: Any, transport: Any) -> None:
         self.call, self.transport = call, transport
         self._watch: asyncio.Task[None] | None = None
+        #: The additions this app asked for (its ``session.include``); none until it asks.
+        self.include: tuple[str, ...] = ()
 
     @property
     def in_flight(self) -> bool:
         return not self.call.idle
 
     def start(self) -> None:
-        self.transport.send(session_created(self.call.session.config))
-        self.call.listeners.add(self.transport)
+        self.transport.send(session_created(replace(self.call.session.config, include=self.include)))
+        self.call.listeners.add(self)
         self._watch = asyncio.ensure_future(self._until_ended())
         log.info("%s call %s: an app follows it (%d)", self.call.kind, self.call.id, len(self.call.listeners))
 
     async def _until_ended(self) -> None:
         await self.call.closed.wait()
         self.transport.close_soon(1000, CALL_ENDED)
+
+    def send(self, event: dict[str, Any], *, tag: str | None = None) -> None:
+        """One of the call's events, if this app asked for its kind."""
+        if extensions.wanted(event["type"], self.include):
+            self.transport.send(event, tag=tag)
 
     def error(self, err: ProtocolError) -> None:
         self.transport.send(error_event(err))
@@ -69,10 +80,23 @@ class CallControl:
         if self.call.closing:
             self.error(ProtocolError("call_ended", f"call {self.call.id} has ended", event_id=event.event_id))
             return
+        if event.type == "session.update" and event.session.get("include") is not None:
+            try:
+                event = self._own_include(event)
+            except ProtocolError as err:  # refused whole, as the session would: nothing changes
+                self.error(err)
+                return
         await self.call.control(event, received_ns)
 
+    def _own_include(self, event: Any) -> Any:
+        """The app's ``include`` is its own; the session's keeps what the call needs besides."""
+        asked = extensions.include(event.session["include"], "session.include", event.event_id)
+        self.include = asked
+        session = {**event.session, "include": list(dict.fromkeys((*asked, *self.call.own_include)))}
+        return replace(event, data={**event.data, "session": session}, session=session)
+
     async def close(self) -> None:
-        self.call.listeners.discard(self.transport)
+        self.call.listeners.discard(self)
         if self._watch is not None:
             self._watch.cancel()
         log.info("%s call %s: an app stopped following it", self.call.kind, self.call.id)

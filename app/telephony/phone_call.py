@@ -65,8 +65,11 @@ class PhoneCall:
         self._closing: asyncio.Task[None] | None = None
         self._started = False
         self.closed = asyncio.Event()
-        #: The sockets of the apps that control the call (``/v1/realtime?call_id=``): they get every event.
+        #: The apps that control the call (``/v1/realtime?call_id=``, app/telephony/control.py): each gets the
+        #: events it asked for.
         self.listeners: set[Any] = set()
+        #: The additions the call's session always includes, whatever an app's ``include`` says.
+        self.own_include = tuple(PHONE_INCLUDE)
         self.session = dispatch.session_for(shared, self, None, principal, limiter)
         self.session.configure({"type": "realtime", **session, "include": PHONE_INCLUDE})
 

@@ -154,7 +154,7 @@ class SipCall(PhoneCall):
         if final and 200 <= code < 300:
             self.ended_by_caller = True  # the worker hangs up its leg itself
             self.close_soon(f"transferred to {target}")
-        elif final and answer.done() and code >= 300:
+        elif final and code >= 300:
             log.warning("sip call %s: the transfer to %s failed (%d %s): the call stays here", self.id, target,
                         code, reason)
 

@@ -109,11 +109,25 @@ async def test_an_app_follows_a_call_and_its_events_reach_the_session(phone_serv
         async with http.ws_connect(control_url(phone_server, phone.id), headers=AUTH) as app:
             created = await next_json(app, "session.created")
             assert created["session"]["id"] == "sess_fake"  # the call's own session, as it is now
+            assert created["session"]["include"] == []  # the app has asked for no additions yet
             await until(lambda: phone.listeners)
             # The app's response.create reaches the call's session, and what the session sends reaches the app.
-            await app.send_json({"type": "response.create", "response": {"metadata": {"events": "1"}}})
-            assert (await next_json(app, "sub250.test"))["n"] == 0
-            assert [e.type for e, _ in sessions[0].events] == ["response.create"]
+            await app.send_json({"type": "response.create"})
+            await until(lambda: [e.type for e, _ in sessions[0].events] == ["response.create"])
+            phone.send({"type": "response.done", "response": {"id": "resp_1"}})
+            assert (await next_json(app, "response.done"))["response"]["id"] == "resp_1"
+            # Our additions only as the app's own include asks; the call's session keeps the ledger it needs.
+            phone.send({"type": "sub250.turn.latency", "n": 1})
+            phone.send({"type": "response.done", "response": {"id": "resp_2"}})
+            assert (await next_json(app, "response.done"))["response"]["id"] == "resp_2"  # no latency before it
+            await app.send_json({"type": "session.update", "session": {"include": ["sub250.sources"]}})
+            await until(lambda: len(sessions[0].events) == 2)
+            assert sessions[0].events[1][0].session["include"] == ["sub250.sources", "sub250.latency"]
+            phone.send({"type": "sub250.sources", "n": 2})
+            assert (await next_json(app, "sub250.sources"))["n"] == 2
+            await app.send_json({"type": "session.update", "session": {"include": ["nope"]}})
+            assert (await next_json(app, "error"))["error"]["param"] == "session.include[0]"
+            assert len(sessions[0].events) == 2  # refused whole, before the session
             # The call's audio is the caller's: an app's audio is refused on its own socket; the call goes on.
             await app.send_json({"type": "input_audio_buffer.append", "audio": base64.b64encode(bytes(480)).decode()})
             err = await next_json(app, "error")
