@@ -148,11 +148,13 @@ class Server:
         from aiohttp import web
 
         from sub250.telephony import twilio_routes
+        from sub250.transport import call_routes
         from sub250.transport.http import build_app, runner_options
         from sub250.transport.webrtc import configure_ice_hosts
 
         log.info("WebRTC ICE host candidates: %s", ", ".join(configure_ice_hosts(self.ice_hosts)) or "none")
         app = build_app(self)
+        call_routes.add_routes(app)
         twilio_routes.add_routes(app, self.twilio)
         runner = web.AppRunner(app, **runner_options())
         await runner.setup()

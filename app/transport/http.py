@@ -125,9 +125,6 @@ def build_app(backend: Backend) -> web.Application:
     app.router.add_get(REALTIME_PATH, _realtime)
     app.router.add_post("/v1/realtime/client_secrets", _client_secrets)
     app.router.add_post("/v1/realtime/calls", _create_call)
-    from sub250.transport import call_routes  # it answers with this module's helpers
-
-    call_routes.add_routes(app)
     app.on_shutdown.append(_close_everything)
     if backend.replica:
         app.on_response_prepare.append(_name_replica)
